@@ -1,0 +1,52 @@
+"""Find environments and their policies by name, gymnasium-style (``make("aml")``).
+
+Entries are import strings so that importing the registry stays cheap and a new environment is
+one line here; the generic conformance tests pick it up at once.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any, Callable
+
+from env.base import ToolEnvironment
+
+_ENVIRONMENTS: dict[str, str] = {
+    "aml": "env.aml.environment:AMLEnvironment",
+}
+_POLICIES: dict[str, str] = {
+    "aml": "env.aml.policies:POLICIES",
+}
+
+
+def _load(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(import_module(module), attr)
+
+
+def register(name: str, env_target: str, policies_target: str) -> None:
+    """Register an environment class and its policy table by import string."""
+    _ENVIRONMENTS[name] = env_target
+    _POLICIES[name] = policies_target
+
+
+def names() -> list[str]:
+    """Names of every registered environment."""
+    return sorted(_ENVIRONMENTS)
+
+
+def env_class(name: str) -> type[ToolEnvironment]:
+    if name not in _ENVIRONMENTS:
+        raise KeyError(f"unknown environment {name!r}; registered: {', '.join(names())}")
+    return _load(_ENVIRONMENTS[name])
+
+
+def make(name: str, **config: Any) -> ToolEnvironment:
+    """A fresh environment instance; keyword arguments override its config."""
+    return env_class(name)(**config)
+
+
+def policies(name: str) -> dict[str, Callable[..., Any]]:
+    """Policy factories of an environment: ``{"heuristic": factory, ...}``; factory(seed) -> Policy."""
+    env_class(name)
+    return _load(_POLICIES[name])
