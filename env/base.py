@@ -81,7 +81,9 @@ class EnvConfig(BaseModel):
 
     max_steps: int = Field(default=30, ge=1, description="Step limit; reaching it ends the episode")
     action_cost: float = Field(default=-0.02, description="Every call costs a little: be efficient")
-    error_penalty: float = Field(default=-0.05, description="Invalid calls cost more than valid ones")
+    error_penalty: float = Field(
+        default=-0.05, description="Invalid calls cost more than valid ones"
+    )
     repeat_penalty: float = Field(default=-0.03, description="Same tool and arguments again")
     max_argument_chars: int = Field(default=4000, ge=16, description="Larger payloads are refused")
 

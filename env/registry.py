@@ -6,17 +6,20 @@ one line here; the generic conformance tests pick it up at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import import_module
-from typing import Any, Callable
+from typing import Any
 
 from env.base import ToolEnvironment
 
 _ENVIRONMENTS: dict[str, str] = {
     "aml": "env.aml.environment:AMLEnvironment",
+    "fraud": "env.fraud.environment:FraudEnvironment",
+    "gang": "env.gang.environment:GangEnvironment",
+    "support": "env.support.environment:SupportEnvironment",
+    "ops": "env.ops.environment:OpsEnvironment",
 }
-_POLICIES: dict[str, str] = {
-    "aml": "env.aml.policies:POLICIES",
-}
+_POLICIES: dict[str, str] = {name: f"env.{name}.policies:POLICIES" for name in _ENVIRONMENTS}
 
 
 def _load(target: str) -> Any:
