@@ -1,0 +1,80 @@
+"""Decomposed GRPO rewards: parse a completion's tool calls, replay them once, score five ways.
+
+``build_reward_functions(weights)`` returns the TRL reward functions and their weights, ready for
+``GRPOTrainer(reward_funcs=funcs, args=GRPOConfig(reward_weights=weights))``. The default weights
+are chosen so that every degenerate strategy of ``scripts/audit_rewards.py`` scores clearly below
+the honest heuristic plan on every difficulty (``tests/test_audit_rewards.py`` asserts it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rewards.components import (
+    execution_reward,
+    format_reward,
+    grade_reward,
+    investigation_reward,
+    os_mechanics_reward,
+)
+from rewards.parsing import ParseResult, parse_tool_calls
+
+REWARD_WEIGHTS_DEFAULT: dict[str, float] = {
+    "format": 0.2,
+    "investigation": 0.5,
+    "execution": 1.0,
+    "grade": 2.0,
+    "os_mechanics": 0.3,
+}
+
+REWARD_FUNCTIONS: dict[str, Callable[..., list]] = {
+    "format": format_reward,
+    "investigation": investigation_reward,
+    "execution": execution_reward,
+    "grade": grade_reward,
+    "os_mechanics": os_mechanics_reward,
+}
+
+
+def resolve_weights(weights: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Defaults overridden by ``weights``; an unknown component name is a configuration error."""
+    merged = dict(REWARD_WEIGHTS_DEFAULT)
+    for name, value in (weights or {}).items():
+        if name not in REWARD_FUNCTIONS:
+            raise ValueError(
+                f"unknown reward component {name!r}; choose from {', '.join(REWARD_FUNCTIONS)}"
+            )
+        merged[name] = float(value)
+    return merged
+
+
+def build_reward_functions(
+    weights: Mapping[str, float] | None = None,
+) -> tuple[list[Callable[..., Any]], list[float]]:
+    """The reward functions and their weights; a weight of 0 drops that component.
+
+    Args:
+        weights: Component name -> weight; names not given keep ``REWARD_WEIGHTS_DEFAULT``.
+
+    Returns:
+        ``(funcs, weights)`` in the order format, investigation, execution, grade, os_mechanics.
+    """
+    resolved = resolve_weights(weights)
+    pairs = [(REWARD_FUNCTIONS[n], w) for n, w in resolved.items() if w != 0.0]
+    return [f for f, _ in pairs], [w for _, w in pairs]
+
+
+__all__ = [
+    "REWARD_FUNCTIONS",
+    "REWARD_WEIGHTS_DEFAULT",
+    "ParseResult",
+    "build_reward_functions",
+    "execution_reward",
+    "format_reward",
+    "grade_reward",
+    "investigation_reward",
+    "os_mechanics_reward",
+    "parse_tool_calls",
+    "resolve_weights",
+]

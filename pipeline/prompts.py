@@ -1,0 +1,128 @@
+"""System prompts and observation rendering, built from an environment's own specs.
+
+The system prompt is the only place a model learns the tools and the output protocol, so it is
+generated from the environment class (``instructions`` and ``ToolSpec``s) and never written by
+hand: a new tool shows up in every prompt the moment it is defined.
+
+Two modes (shared/DESIGN.md):
+
+- ``plan``: the model sees only the opening observation and writes the whole investigation in one
+  reply, every call as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, ending with
+  exactly one terminal tool; the rewards replay those calls against the seeded episode.
+- ``interactive``: TRL passes the tools through the chat template and runs them one at a time, so
+  the prompt omits the tool list and asks for one call per turn. The dataset's user message is
+  then a short header; the adapter's ``reset()`` returns ``render_observation(opening)`` and TRL
+  appends it to that message.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from env.base import ToolObservation, ToolSpec
+from env.registry import env_class
+
+MODES = ("plan", "interactive")
+
+_PLAN_FORMAT = """\
+## Output format
+Write the whole investigation in this one reply. Put every tool call on its own line as
+<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>
+with arguments as a JSON object that matches the tool's signature. The calls run in the order you
+write them and you do not see their results, so take ids and amounts from the case in front of
+you. End with exactly one terminal tool
+({terminals}); nothing after it runs. You may think first inside <think>...</think>."""
+
+_INTERACTIVE_FORMAT = """\
+## Protocol
+Call the tools one at a time; after each call you receive its result and then choose the next
+call. Ids you need come from earlier results. Finish with exactly one terminal tool
+({terminals}), which ends the case."""
+
+
+def _tool_lines(spec: ToolSpec) -> list[str]:
+    lines = [f"- {spec.signature()}: {spec.description}"]
+    for arg, schema in spec.parameters.get("properties", {}).items():
+        if schema.get("description"):
+            lines.append(f"    {arg}: {schema['description']}")
+    return lines
+
+
+@lru_cache(maxsize=64)
+def system_prompt(env_name: str, mode: str = "plan") -> str:
+    """The system message for ``env_name`` in ``mode`` ("plan" or "interactive").
+
+    Args:
+        env_name: A registered environment name (``env.names()``).
+        mode: "plan" lists every tool and the ``<tool_call>`` format; "interactive" leaves the
+            tool list to the chat template and asks for one call at a time.
+
+    Returns:
+        The prompt text (cached: the same arguments always give the same string).
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    cls = env_class(env_name)
+    specs = cls.tool_specs()
+    terminals = ", ".join(s.name for s in specs if s.terminal) or "a terminal tool"
+    parts = [cls.instructions.strip() or f"You are an agent in the {env_name} environment."]
+    if mode == "plan":
+        by_kind: dict[str, list[ToolSpec]] = {}
+        for spec in specs:
+            by_kind.setdefault("terminal" if spec.terminal else spec.kind, []).append(spec)
+        tool_text = ["## Tools"]
+        for kind, group in by_kind.items():
+            tool_text.append(f"{kind.replace('_', ' ').capitalize()} tools:")
+            for spec in group:
+                tool_text.extend(_tool_lines(spec))
+        parts.append("\n".join(tool_text))
+        parts.append(_PLAN_FORMAT.format(terminals=terminals))
+    else:
+        parts.append(_INTERACTIVE_FORMAT.format(terminals=terminals))
+    return "\n\n".join(parts)
+
+
+def render_observation(observation: ToolObservation) -> str:
+    """An observation as readable text for a user or tool message (no hidden truth is added)."""
+    lines = []
+    if observation.message:
+        lines.append(observation.message)
+    if observation.error:
+        lines.append(f"Error: {observation.error}")
+    if observation.result is not None:
+        lines.append(_render_value(observation.result))
+    if not observation.done:
+        lines.append(f"Steps left: {observation.steps_left}.")
+    return "\n\n".join(lines)
+
+
+def _render_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=1, ensure_ascii=False, default=str)
+
+
+def user_message(env_name: str, task: str, observation: ToolObservation, mode: str) -> str:
+    """The dataset's user message: the rendered opening (plan) or a header (interactive)."""
+    header = f"Environment: {env_name}. Task: {task}."
+    if mode == "interactive":
+        return header + " The case follows; investigate it with the tools.\n\n"
+    return f"{header}\n\n{render_observation(observation)}"
+
+
+def render_completion(plan: list[Any]) -> str:
+    """A plan (list of ``{"tool", "arguments"}`` dicts or actions) in the plan-mode format.
+
+    >>> render_completion([{"tool": "look", "arguments": {"n": 1}}])
+    '<tool_call>{"name": "look", "arguments": {"n": 1}}</tool_call>'
+    """
+    lines = []
+    for call in plan:
+        if not isinstance(call, dict):
+            call = {"tool": call.tool, "arguments": call.arguments}
+        name = call.get("tool", call.get("name"))
+        payload = {"name": name, "arguments": call.get("arguments", {})}
+        lines.append(f"<tool_call>{json.dumps(payload, ensure_ascii=False)}</tool_call>")
+    return "\n".join(lines)

@@ -1,0 +1,159 @@
+"""The five reward components, one plain TRL reward function each.
+
+Every function has TRL's signature ``f(prompts, completions, **kwargs) -> list[float | None]`` and
+reads the dataset columns ``env``, ``task`` and ``seed`` from ``kwargs``. They share one replay
+per completion (``rewards.replay.CACHE``) and each reads a different part of the same episode
+report, so no signal is counted twice:
+
+- ``format_reward``: how well the calls are written (graded: unknown tool < bad arguments <
+  valid), plus whether the plan ends with exactly one terminal call. No calls -> 0.
+- ``investigation_reward``: the environment's ``evidence_coverage`` -- hidden, case-relevant
+  evidence actually revealed before the decision. Dummy calls reveal nothing, so earn nothing.
+- ``execution_reward``: the sum of the per-step rewards of the replay, and nothing else.
+- ``grade_reward``: the terminal grade; 0 when no decision was reached.
+- ``os_mechanics_reward``: the environment's ``os_mechanics`` effect metric (AML), or ``None``
+  for environments that do not measure one (TRL then ignores it for that row).
+
+They never raise: a row that cannot be scored gets 0 and the reason is logged; parse errors go to
+TRL's ``log_metric`` / ``log_extra`` when the trainer passes them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rewards.replay import CACHE, Outcome, outcome_from_env
+
+logger = logging.getLogger(__name__)
+
+FORMAT_PROTOCOL_SHARE = 0.3  # share of the format reward for ending with one terminal call
+INVESTIGATION_CAP = 1.0  # coverage above this earns nothing more
+
+
+def outcomes(completions: Sequence[Any], **kwargs: Any) -> list[Outcome]:
+    """One outcome per completion: from the interactive environments if given, else a replay."""
+    environments = kwargs.get("environments")
+    n = len(completions)
+    if environments:
+        result = []
+        for i in range(n):
+            adapter = environments[i] if i < len(environments) else None
+            env = getattr(adapter, "env", None)
+            if env is None:
+                result.append(CACHE.outcome(*_row(kwargs, i), completions[i]))
+            else:
+                result.append(outcome_from_env(env, completions[i]))
+        return result
+    return [CACHE.outcome(*_row(kwargs, i), completions[i]) for i in range(n)]
+
+
+def _row(kwargs: dict[str, Any], i: int) -> tuple[Any, Any, Any]:
+    def column(name: str) -> Any:
+        values = kwargs.get(name)
+        if isinstance(values, (list, tuple)) and i < len(values):
+            return values[i]
+        return None
+
+    return column("env"), column("task"), column("seed")
+
+
+def _safe(name: str, fn: Callable[[Outcome], float | None], items: list[Outcome]) -> list:
+    scores: list[float | None] = []
+    for item in items:
+        if item.broken:
+            scores.append(0.0)
+            continue
+        try:
+            scores.append(fn(item))
+        except Exception:  # a reward must never stop training; count it and move on
+            logger.exception("%s failed on a completion", name)
+            scores.append(0.0)
+    return scores
+
+
+def format_score(item: Outcome) -> float:
+    """Graded format score in [0, 1] of one outcome (see module docstring)."""
+    calls = item.parse.calls
+    if not calls:
+        return 0.0
+    quality = sum(item.call_quality) / len(calls)
+    unreadable = sum(1 for e in item.parse.errors if "no tool name" not in e)
+    quality *= len(calls) / (len(calls) + unreadable)
+    protocol = 1.0 if (item.terminal_last and item.n_terminal == 1) else 0.0
+    if not protocol and item.n_terminal:
+        protocol = 0.5  # a decision, but followed by wasted calls
+    return round((1 - FORMAT_PROTOCOL_SHARE) * quality + FORMAT_PROTOCOL_SHARE * protocol, 6)
+
+
+def format_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
+    """Graded tool-call format in [0, 1]: unknown tool < bad arguments < valid; one final decision.
+
+    >>> format_reward([""], ["no calls here"], env=["aml"], task=["easy"], seed=[0])
+    [0.0]
+    """
+    items = outcomes(completions, **kwargs)
+    _log_parse(items, kwargs)
+    return _safe("format_reward", format_score, items)
+
+
+def investigation_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
+    """Share of the case's hidden evidence the calls revealed (``evidence_coverage``), capped."""
+    return _safe("investigation_reward", _investigation, outcomes(completions, **kwargs))
+
+
+def _investigation(item: Outcome) -> float:
+    coverage = float(item.report.metrics.get("evidence_coverage", 0.0))
+    return min(max(coverage, 0.0), INVESTIGATION_CAP)
+
+
+def execution_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
+    """Sum of the replay's per-step environment rewards (costs, penalties, shaping) only."""
+    return _safe(
+        "execution_reward",
+        lambda item: round(float(sum(item.report.step_rewards)), 6),
+        outcomes(completions, **kwargs),
+    )
+
+
+def grade_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
+    """The episode's terminal grade in [0, 1]; 0 when the calls never reach a decision."""
+    return _safe(
+        "grade_reward",
+        lambda item: float(item.report.grade.total) if item.report.decision_reached else 0.0,
+        outcomes(completions, **kwargs),
+    )
+
+
+def os_mechanics_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
+    """The env's measured OS-mechanics effect in [0, 1]; ``None`` where the env has none."""
+    scores: list[float | None] = []
+    for item in outcomes(completions, **kwargs):
+        value = None if item.broken else item.report.metrics.get("os_mechanics")
+        scores.append(None if value is None and not item.broken else float(value or 0.0))
+    return scores
+
+
+def _log_parse(items: list[Outcome], kwargs: dict[str, Any]) -> None:
+    """Report parse diagnostics through TRL's logging hooks (once per batch, from format)."""
+    if not items:
+        return
+    broken = [item.problem for item in items if item.broken]
+    for problem in sorted(set(broken)):
+        logger.warning("reward row cannot be scored: %s", problem)
+    log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
+    try:
+        if callable(log_metric):
+            n = len(items)
+            log_metric("parse/calls_mean", sum(len(i.parse.calls) for i in items) / n)
+            log_metric("parse/error_rate", sum(bool(i.parse.errors) for i in items) / n)
+            log_metric("parse/no_calls_rate", sum(not i.parse.calls for i in items) / n)
+            log_metric("rewards/broken_rows", float(len(broken)))
+        if callable(log_extra):
+            log_extra(
+                "parse_errors",
+                [i.problem or "; ".join(i.parse.errors[:3]) for i in items],
+            )
+    except Exception:  # logging must never cost a training step
+        logger.exception("could not log parse diagnostics")

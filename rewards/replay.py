@@ -1,0 +1,149 @@
+"""One replay per completion, shared by every reward component.
+
+A plan-mode completion is scored by rebuilding its episode from the row's ``env``, ``task`` and
+``seed`` and replaying the parsed calls in-process (``env.rollout.replay``). TRL calls each reward
+function separately on the same batch, so the first component to see a completion replays it and
+stores the ``Outcome`` in a small bounded LRU cache keyed by (env, task, seed, completion); the
+other components read it from there. No completion is ever replayed twice, and no component can
+count another's signal by accident because they all read one report.
+
+In interactive mode TRL has already run the episode; the outcome then comes from the finished
+environment the adapter exposes as ``.env``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from env.base import EpisodeReport, ToolEnvironment, ToolError
+from env.registry import env_class, make
+from env.rollout import replay
+from rewards.parsing import ParseResult, parse_tool_calls
+
+logger = logging.getLogger(__name__)
+
+# Quality of one parsed call, for the format reward: readable but unknown < known with bad
+# arguments < valid. Calls past the end of the episode are wasted and score like unknown ones.
+QUALITY_UNKNOWN = 0.25
+QUALITY_INVALID = 0.6
+QUALITY_VALID = 1.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Everything the reward components need about one completion."""
+
+    parse: ParseResult
+    report: EpisodeReport | None
+    call_quality: tuple[float, ...]
+    terminal_last: bool
+    n_terminal: int
+    problem: str | None = None
+
+    @property
+    def broken(self) -> bool:
+        """The row itself (not the model) made scoring impossible."""
+        return self.report is None
+
+
+class ReplayCache:
+    """A bounded LRU of outcomes and one reusable environment instance per env name."""
+
+    def __init__(self, maxsize: int = 8192):
+        self.maxsize = maxsize
+        self._items: OrderedDict[tuple, Outcome] = OrderedDict()
+        self._envs: dict[str, ToolEnvironment] = {}
+        self._lock = threading.Lock()
+        self.replays = 0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.replays = 0
+
+    def outcome(self, env_name: Any, task: Any, seed: Any, completion: Any) -> Outcome:
+        """The (cached) outcome of a completion for the episode (env, task, seed)."""
+        key = (str(env_name), str(task), str(seed), _completion_key(completion))
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+            result = self._compute(env_name, task, seed, completion)
+            self._items[key] = result
+            if len(self._items) > self.maxsize:
+                self._items.popitem(last=False)
+            return result
+
+    def _compute(self, env_name: Any, task: Any, seed: Any, completion: Any) -> Outcome:
+        parse = parse_tool_calls(completion)
+        try:
+            if not isinstance(env_name, str):
+                raise ValueError(f"env must be a string, got {env_name!r}")
+            env = self._envs.get(env_name)
+            if env is None:
+                env = self._envs[env_name] = make(env_name)
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                if isinstance(seed, str) and seed.strip().lstrip("-").isdigit():
+                    seed = int(seed)
+                else:
+                    raise ValueError(f"seed must be an integer, got {seed!r}")
+            if env.tasks and task not in env.tasks:
+                raise ValueError(f"unknown task {task!r} for env {env_name}")
+        except (KeyError, ValueError, ImportError, TypeError) as exc:
+            problem = str(exc.args[0]) if exc.args else type(exc).__name__
+            return Outcome(parse, None, (), False, 0, problem)
+        report = replay(env, task, seed, parse.calls)
+        self.replays += 1
+        return _outcome(env, parse, report)
+
+
+def _outcome(env: ToolEnvironment, parse: ParseResult, report: EpisodeReport) -> Outcome:
+    specs = type(env).tool_specs_by_name()
+    limit = env.config.max_argument_chars
+    quality, n_terminal, ended_at = [], 0, None
+    for i, call in enumerate(parse.calls):
+        spec = specs.get(call["tool"])
+        if ended_at is not None or i >= env.config.max_steps or spec is None:
+            quality.append(QUALITY_UNKNOWN)
+            continue
+        try:
+            if len(json.dumps(call["arguments"], default=str)) > limit:
+                raise ToolError("arguments too large")
+            spec.validate(call["arguments"])
+            quality.append(QUALITY_VALID)
+        except ToolError:
+            quality.append(QUALITY_INVALID)
+            continue
+        if spec.terminal:
+            n_terminal += 1
+            ended_at = i
+    terminal_last = ended_at is not None and ended_at == len(parse.calls) - 1
+    return Outcome(parse, report, tuple(quality), terminal_last, n_terminal)
+
+
+def outcome_from_env(env: ToolEnvironment, completion: Any) -> Outcome:
+    """The outcome of an episode TRL already ran (interactive mode): no replay needed."""
+    return _outcome(env, parse_tool_calls(completion), env.report())
+
+
+def _completion_key(completion: Any) -> str:
+    if isinstance(completion, str):
+        return completion
+    try:
+        return json.dumps(completion, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(completion)
+
+
+CACHE = ReplayCache()
+
+
+def tool_names(env_name: str) -> list[str]:
+    """Tool names of an environment (for audits and tests)."""
+    return list(env_class(env_name).tool_specs_by_name())
