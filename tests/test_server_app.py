@@ -1,0 +1,244 @@
+"""The OpenEnv server (env.server) and typed clients (env.client) over real loopback sockets.
+
+``VaultEnv`` is a tiny environment with a hidden code: the agent lists drawers, opens them, and
+names the code. The other server tests import it from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Literal
+
+import httpx
+import pytest
+from openenv.core import GenericEnvClient
+from websockets.sync.client import connect
+
+from env.base import EnvConfig, Grade, ToolCallAction, ToolEnvironment, ToolError, tool
+from env.client import CLIENTS, ToolEnvClient, client_class
+from env.registry import names
+from env.rollout import replay
+from env.server import RESET_TOOL, ServerThread, create_env_app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class VaultEnv(ToolEnvironment):
+    """Find the drawer that holds the code and name the code."""
+
+    name = "vault"
+    tasks = ("small", "large")
+    config_class = EnvConfig
+    instructions = "Open drawers to find the hidden code, then name it."
+
+    def _build(self, task: str, rng: random.Random) -> None:
+        n = 4 if task == "small" else 9
+        self.drawers = [f"D{i}" for i in range(n)]
+        self.secret_drawer = rng.choice(self.drawers)
+        self.code = f"QZX{rng.randrange(10**6):06d}"
+        self.opened: set[str] = set()
+
+    def _opening(self):
+        return {"drawers": self.drawers}, f"{len(self.drawers)} drawers."
+
+    @tool(kind="investigation")
+    def open_drawer(self, drawer: str) -> dict:
+        """Open one drawer and see what is inside.
+
+        Args:
+            drawer: Drawer id from the list.
+        """
+        if drawer not in self.drawers:
+            raise ToolError(f"no drawer {drawer!r}")
+        self.opened.add(drawer)
+        return {"drawer": drawer, "content": self.code if drawer == self.secret_drawer else None}
+
+    @tool(kind="terminal", terminal=True)
+    def name_code(self, code: str, sure: bool = True) -> str:
+        """Name the code; ends the episode.
+
+        Args:
+            code: The code you found.
+            sure: Whether you are sure.
+        """
+        self._finish(code)
+        return "named"
+
+    @tool(kind="action")
+    def shout(self, volume: Literal["low", "high"] = "low") -> str:
+        """Shout; does nothing useful.
+
+        Args:
+            volume: How loud.
+        """
+        return volume
+
+    def _grade(self) -> Grade:
+        right = float(self.decision == self.code)
+        return Grade(total=right, components={"decision": right}, decision=self.decision)
+
+    def reveal(self) -> dict:
+        return {"code": self.code, "secret_drawer": self.secret_drawer}
+
+    def _metrics(self) -> dict[str, float]:
+        return {"evidence_coverage": float(self.secret_drawer in self.opened)}
+
+
+def vault_walk(env_obs_drawers: list[str]) -> list[ToolCallAction]:
+    """Calls that open every drawer (an honest, if slow, investigation)."""
+    return [ToolCallAction(tool="open_drawer", arguments={"drawer": d}) for d in env_obs_drawers]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerThread(create_env_app(VaultEnv, max_concurrent_envs=8)) as url:
+        yield url
+
+
+def test_info_routes_describe_the_environment(server):
+    assert httpx.get(f"{server}/health").json()["status"] == "healthy"
+    meta = httpx.get(f"{server}/metadata").json()
+    assert meta["name"] == "vault" and "drawers" in meta["description"]
+    schema = httpx.get(f"{server}/schema").json()
+    assert set(schema["action"]["properties"]) >= {"tool", "arguments"}
+    assert "steps_left" in schema["observation"]["properties"]
+    assert "total_reward" in schema["state"]["properties"]
+
+
+def test_websocket_episode_matches_in_process_replay(server):
+    with ToolEnvClient(base_url=server).sync() as client:
+        first = client.reset(task="large", seed=11)
+        calls = vault_walk(first.observation.result["drawers"])[:5]
+        rewards = [client.step(call).reward for call in calls]
+        last = client.step(ToolCallAction(tool="name_code", arguments={"code": "QZX000000"}))
+        state = client.state()
+    local = VaultEnv()
+    report = replay(local, "large", 11, calls)
+    assert rewards == report.step_rewards
+    assert last.done and last.observation.grade is not None
+    assert state.done and state.seed == 11 and state.task == "large" and state.step_count == 6
+
+
+def test_async_client_and_generic_client_play_the_same_episode(server):
+    async def typed() -> list[float]:
+        async with client_class("aml")(base_url=server) as client:
+            await client.reset(task="small", seed=5)
+            out = [await client.call("open_drawer", drawer=f"D{i}") for i in range(3)]
+            return [r.reward for r in out] + [str(r.observation.result) for r in out]
+
+    with GenericEnvClient(base_url=server).sync() as generic:
+        generic.reset(task="small", seed=5)
+        steps = [
+            generic.step({"tool": "open_drawer", "arguments": {"drawer": f"D{i}"}})
+            for i in range(3)
+        ]
+    generic_out = [s.reward for s in steps] + [str(s.observation["result"]) for s in steps]
+    assert asyncio.run(typed()) == generic_out
+
+
+def test_a_client_class_per_registered_environment():
+    assert set(CLIENTS) == set(names())
+    assert CLIENTS["aml"].__name__ == "AMLClient" and CLIENTS["fraud"].__name__ == "FraudClient"
+    assert all(issubclass(c, ToolEnvClient) for c in CLIENTS.values())
+    with pytest.raises(KeyError, match="unknown environment"):
+        client_class("nope")
+
+
+def test_mcp_client_investigates_a_case_over_the_mcp_websocket(server):
+    ws_url = server.replace("http", "ws") + "/mcp"
+    with connect(ws_url) as ws:
+
+        def rpc(method: str, params: dict, i: int = 1) -> dict:
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
+            return json.loads(ws.recv())
+
+        tools = rpc("tools/list", {})["result"]["tools"]
+        assert [t["name"] for t in tools] == [RESET_TOOL, *VaultEnv.tool_specs_by_name()]
+        assert tools[1]["inputSchema"]["required"] == ["drawer"]
+        opening = rpc("tools/call", {"name": RESET_TOOL, "arguments": {"task": "small", "seed": 2}})
+        drawers = opening["result"]["result"]["drawers"]
+        found = None
+        for drawer in drawers:
+            out = rpc("tools/call", {"name": "open_drawer", "arguments": {"drawer": drawer}})
+            found = found or out["result"]["result"]["content"]
+        final = rpc("tools/call", {"name": "name_code", "arguments": {"code": found}})["result"]
+    assert final["done"] and final["grade"]["total"] == 1.0
+
+
+def test_http_mcp_session_keeps_its_episode(server):
+    def rpc(method: str, params: dict) -> dict:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return httpx.post(f"{server}/mcp", json=body).json()
+
+    sid = rpc("openenv/session/create", {})["result"]["session_id"]
+    rpc("tools/call", {"name": RESET_TOOL, "arguments": {"seed": 4}, "session_id": sid})
+    out = rpc("tools/call", {"name": "shout", "arguments": {}, "session_id": sid})["result"]
+    assert out["step"] == 1 and out["error"] is None
+    assert rpc("openenv/session/close", {"session_id": sid})["result"]["closed"]
+    stateless = rpc("tools/call", {"name": "shout", "arguments": {}})["result"]
+    assert "call reset first" in stateless["error"]
+
+
+def test_http_step_is_stateless_and_replays_history(server):
+    lone = httpx.post(f"{server}/step", json={"action": {"tool": "shout", "arguments": {}}}).json()
+    assert "stateless" in lone["observation"]["error"]
+    history = [{"tool": "open_drawer", "arguments": {"drawer": "D1"}}]
+    action = {"tool": "open_drawer", "arguments": {"drawer": "D2"}}
+    body = {"action": action, "task": "small", "seed": 9, "history": history}
+    remote = httpx.post(f"{server}/step", json=body).json()
+    local = VaultEnv()
+    local.reset(seed=9, task="small")
+    local.step(history[0])
+    expected = local.step(action)
+    assert remote["observation"]["result"] == expected.result
+    assert remote["observation"]["step"] == 2 and remote["reward"] == expected.reward
+    bad = httpx.post(f"{server}/reset", json={"task": "nope"})
+    assert bad.status_code == 400 and "unknown task" in bad.json()["detail"]
+
+
+def test_openenv_validate_url_passes(server):
+    cli = Path(sys.executable).with_name("openenv")
+    out = subprocess.run(
+        [str(cli), "validate", "--url", server, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = json.loads(out.stdout)
+    assert report["passed"], report["summary"]
+
+
+def test_cli_serves_an_environment_by_import_string():
+    from env.server import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "env.server", "--env", "test_server_app:VaultEnv"]
+        + ["--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env={"PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "PATH": "/usr/bin:/bin"},
+    )
+    try:
+        assert _wait_healthy(f"http://127.0.0.1:{port}")
+        assert httpx.get(f"http://127.0.0.1:{port}/metadata").json()["name"] == "vault"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _wait_healthy(url: str, timeout_s: float = 60) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    return False
