@@ -1,0 +1,1 @@
+"""Small helpers shared by the support and ops environments (reply-quality checks)."""

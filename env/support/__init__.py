@@ -1,0 +1,1 @@
+"""Support-ticket resolution: refunds, duplicate charges, takeovers, shipping, abuse, tier 2."""
