@@ -1,0 +1,391 @@
+"""Model-backed policies: a trained checkpoint or an OpenAI-compatible endpoint plays episodes.
+
+``make_model_policy("checkpoint:PATH" | "openai:MODEL", env_name, mode, seed)`` returns a
+``Policy`` (env/rollout.py) that ``env.rollout.play`` and ``scripts/evaluate.py`` drive like the
+scripted policies, so a model is scored on exactly the episodes and grades they are.
+
+- ``interactive``: the prompt is the training prompt of interactive mode (interactive system
+  prompt, header plus rendered opening observation, the tools in the chat template, as TRL builds
+  it); each turn the model writes a reply, its tool calls are read with
+  ``rewards.parsing.parse_tool_calls`` and played one per ``act``; once a turn's calls have run,
+  their results go back as ``tool`` messages (``pipeline.prompts.render_observation``, the text
+  TRL's adapter returns) and the model writes the next turn.
+- ``plan``: one completion from the plan-mode prompt holds the whole plan; its calls are replayed.
+
+A reply with no readable call is played as the pseudo-tool ``no_tool_call``: the environment answers
+with an unknown-tool error, which is fed back as a user message, and after
+``max_idle_turns`` such turns the policy stops generating and the step limit ends the episode, so
+a silent model still finishes (undecided, no decision credit).
+
+Backends: ``checkpoint:`` loads a local model folder, or a PEFT adapter folder, with
+transformers/PEFT and decodes greedily (temperature 0) or samples from a ``torch.Generator``
+seeded per policy; ``openai:`` calls ``/chat/completions`` of ``API_BASE_URL`` (else the OpenAI
+default, or the Hugging Face router when only ``HF_TOKEN`` is set) with ``OPENAI_API_KEY`` or
+``HF_TOKEN``, with a timeout and retries. Loaded backends are cached per spec, so a factory called
+once per episode loads the weights once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from env.base import ToolCallAction, ToolEnvironment, ToolObservation
+from env.registry import env_class
+from pipeline.prompts import MODES, render_observation, system_prompt, user_message
+from rewards.parsing import parse_tool_calls
+
+logger = logging.getLogger(__name__)
+
+SPEC_PREFIXES = ("checkpoint:", "openai:")
+NO_CALL = "no_tool_call"
+HF_ROUTER = "https://router.huggingface.co/v1"
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How a model backend writes one reply."""
+
+    temperature: float = 0.0
+    """0 decodes greedily; above 0 samples (seeded per policy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass when sampling."""
+    max_new_tokens: int = 256
+    """Tokens per interactive turn."""
+    plan_max_new_tokens: int = 1024
+    """Tokens for the single plan-mode reply."""
+    max_idle_turns: int = 3
+    """Replies without a call before the policy stops generating (the step limit then ends it)."""
+    timeout_s: float = 60.0
+    """OpenAI backend: seconds per request."""
+    max_retries: int = 3
+    """OpenAI backend: retries of a failed request (the client backs off between them)."""
+
+
+class ChatBackend(Protocol):
+    """Writes one assistant reply to a conversation; ``None`` when the context is full."""
+
+    tool_messages_need_ids: bool
+
+    def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: int
+    ) -> dict[str, Any] | None: ...
+
+    def tool_schemas(self, env_name: str) -> list[dict[str, Any]]: ...
+
+
+class ModelPolicy:
+    """A ``Policy`` whose calls come from a chat model (see the module docstring)."""
+
+    def __init__(
+        self,
+        backend: ChatBackend,
+        env_name: str,
+        mode: str,
+        seed: int,
+        settings: GenerationSettings,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        env_class(env_name)  # fail early on an unknown environment
+        self.backend, self.env_name, self.mode = backend, env_name, mode
+        self.seed, self.settings = seed, settings
+        self.messages: list[dict[str, Any]] = []
+        self.queue: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []  # calls played since the last reply
+        self.idle_turns = 0
+        self.turns = 0
+
+    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
+        """Build the prompt of this episode (public env name, task and opening only)."""
+        self.messages = [{"role": "system", "content": system_prompt(self.env_name, self.mode)}]
+        opening = user_message(self.env_name, env.task, observation, self.mode)
+        if self.mode == "interactive":
+            opening += render_observation(observation)
+        self.messages.append({"role": "user", "content": opening})
+        self.queue, self.pending, self.idle_turns, self.turns = [], [], 0, 0
+        if self.mode == "plan":
+            self._reply(plan=True)
+
+    def act(self, observation: ToolObservation) -> ToolCallAction:
+        """The next call: from the queue, else (interactive) from a new reply to the results."""
+        if self.pending:
+            self.pending[-1]["observation"] = observation
+        if not self.queue and self.mode == "interactive":
+            self._feed_results()
+            if self.idle_turns < self.settings.max_idle_turns:
+                self._reply(plan=False)
+        call = self.queue.pop(0) if self.queue else {"tool": NO_CALL, "arguments": {}}
+        self.pending.append(call)
+        return ToolCallAction(tool=call["tool"], arguments=call["arguments"])
+
+    # ----- conversation -------------------------------------------------------------------------
+
+    def _tools(self) -> list[dict[str, Any]] | None:
+        return self.backend.tool_schemas(self.env_name) if self.mode == "interactive" else None
+
+    def _reply(self, plan: bool) -> None:
+        message = self.backend.complete(self.messages, self._tools(), self.seed + self.turns)
+        self.turns += 1
+        if message is None:  # context full: stop generating, let the step limit end it
+            self.idle_turns = self.settings.max_idle_turns
+            return
+        self.messages.append(message)
+        calls = _calls_of(message)
+        if plan:
+            self.queue = calls
+            return
+        self.queue = calls
+        self.idle_turns = 0 if calls else self.idle_turns + 1
+
+    def _feed_results(self) -> None:
+        """Append the results of the calls played since the last reply."""
+        for call in self.pending:
+            obs = call.get("observation")
+            if obs is None:
+                continue
+            text = render_observation(obs)
+            if call["tool"] == NO_CALL:
+                self.messages.append(
+                    {"role": "user", "content": "Your reply contained no tool call. " + text}
+                )
+            elif call.get("id"):
+                self.messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call["id"],
+                        "name": call["tool"],
+                        "content": text,
+                    }
+                )
+            elif self.backend.tool_messages_need_ids:
+                # A call written as text has no id for an OpenAI-style tool message.
+                wrapped = f"<tool_response>\n{text}\n</tool_response>"
+                self.messages.append({"role": "user", "content": wrapped})
+            else:
+                self.messages.append({"role": "tool", "name": call["tool"], "content": text})
+        self.pending = []
+
+
+def _calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Calls of an assistant reply, each with the id of its native tool call when it has one."""
+    calls = []
+    for raw in message.get("tool_calls") or []:
+        for call in parse_tool_calls({"role": "assistant", "tool_calls": [raw]}).calls:
+            calls.append({**call, "id": raw.get("id")})
+    if not calls:
+        calls = parse_tool_calls(message.get("content") or "").calls
+    return [_clean(call) for call in calls]
+
+
+def _clean(call: dict[str, Any]) -> dict[str, Any]:
+    args = call.get("arguments")
+    return {
+        "tool": str(call.get("tool")),
+        "arguments": args if isinstance(args, dict) else {"value": args},
+        "id": call.get("id"),
+    }
+
+
+# ----- backends ---------------------------------------------------------------------------------
+
+
+class CheckpointBackend:
+    """A local model folder or PEFT adapter folder, decoded token by token on one device."""
+
+    tool_messages_need_ids = False
+
+    def __init__(self, path: str | os.PathLike, settings: GenerationSettings):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        folder = Path(path)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"checkpoint folder {folder} does not exist")
+        self.settings = settings
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        adapter = folder / "adapter_config.json"
+        if adapter.exists():
+            from peft import AutoPeftModelForCausalLM
+
+            model = AutoPeftModelForCausalLM.from_pretrained(folder)
+            base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
+            has_tokenizer = (folder / "tokenizer_config.json").exists()
+            tokenizer = AutoTokenizer.from_pretrained(folder if has_tokenizer else base)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(folder)
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+        if "tool_call" not in (tokenizer.chat_template or ""):
+            from pipeline.model import apply_tool_chat_template
+
+            apply_tool_chat_template(tokenizer)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        stops = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+        self.stop_ids = {i for i in stops if isinstance(i, int) and i >= 0}
+        self.max_positions = int(getattr(model.config, "max_position_embeddings", 4096))
+        self._schemas: dict[str, list[dict[str, Any]]] = {}
+
+    def tool_schemas(self, env_name: str) -> list[dict[str, Any]]:
+        """The schemas TRL renders in training: ``get_json_schema`` of the adapter's methods."""
+        if env_name not in self._schemas:
+            from transformers.utils import get_json_schema
+
+            from pipeline.interactive import adapter_class
+
+            cls = adapter_class(env_class(env_name))
+            specs = env_class(env_name).tool_specs()
+            self._schemas[env_name] = [get_json_schema(getattr(cls, s.name)) for s in specs]
+        return self._schemas[env_name]
+
+    def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: int
+    ) -> dict[str, Any] | None:
+        import torch
+
+        budget = self.settings.max_new_tokens if tools else self.settings.plan_max_new_tokens
+        text = self.tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=True, tokenize=False
+        )
+        ids = self.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        budget = min(budget, self.max_positions - ids.shape[1])
+        if budget <= 0:
+            logger.warning("conversation of %d tokens fills the context", ids.shape[1])
+            return None
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        out = self._decode(ids.to(self.device), budget, generator)
+        return {"role": "assistant", "content": self.tokenizer.decode(out)}
+
+    def _decode(self, ids: Any, budget: int, generator: Any) -> list[int]:
+        """Greedy or nucleus sampling with a KV cache; stops at end of turn."""
+        import torch
+
+        out: list[int] = []
+        past = None
+        step_input = ids
+        with torch.no_grad():
+            for _ in range(budget):
+                result = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
+                past = result.past_key_values
+                logits = result.logits[0, -1].float()
+                token = self._pick(logits, generator)
+                if token in self.stop_ids:
+                    break
+                out.append(token)
+                step_input = torch.tensor([[token]], device=self.device)
+        return out
+
+    def _pick(self, logits: Any, generator: Any) -> int:
+        import torch
+
+        temperature = self.settings.temperature
+        if temperature <= 0:
+            return int(torch.argmax(logits))
+        probs = torch.softmax(logits / temperature, dim=-1)
+        if self.settings.top_p < 1.0:
+            sorted_probs, order = torch.sort(probs, descending=True)
+            keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < self.settings.top_p
+            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
+        return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class OpenAIBackend:
+    """An OpenAI-compatible ``/chat/completions`` endpoint with native tool calling."""
+
+    tool_messages_need_ids = True
+
+    def __init__(
+        self,
+        model: str,
+        settings: GenerationSettings,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ):
+        from openai import OpenAI
+
+        key = api_key or os.environ.get("OPENAI_API_KEY") or os.environ.get("HF_TOKEN")
+        if not key:
+            raise ValueError("openai:MODEL needs OPENAI_API_KEY or HF_TOKEN in the environment")
+        url = base_url or os.environ.get("API_BASE_URL")
+        if url is None and not os.environ.get("OPENAI_API_KEY"):
+            url = HF_ROUTER
+        self.model, self.settings = model, settings
+        self.client = OpenAI(
+            base_url=url, api_key=key, timeout=settings.timeout_s, max_retries=settings.max_retries
+        )
+
+    def tool_schemas(self, env_name: str) -> list[dict[str, Any]]:
+        """Standard JSON schemas straight from the specs (what OpenAI-style servers accept)."""
+        return [spec.openai_schema() for spec in env_class(env_name).tool_specs()]
+
+    def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, seed: int
+    ) -> dict[str, Any] | None:
+        budget = self.settings.max_new_tokens if tools else self.settings.plan_max_new_tokens
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": budget,
+            "temperature": self.settings.temperature,
+            "seed": seed,
+        }
+        if self.settings.temperature > 0 and self.settings.top_p < 1.0:
+            kwargs["top_p"] = self.settings.top_p
+        if tools:
+            kwargs["tools"] = tools
+        response = self.client.chat.completions.create(**kwargs)
+        message = response.choices[0].message
+        reply: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
+        if message.tool_calls:
+            reply["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                }
+                for call in message.tool_calls
+            ]
+        return reply
+
+
+_BACKENDS: dict[tuple[str, GenerationSettings], ChatBackend] = {}
+
+
+def load_backend(spec: str, settings: GenerationSettings | None = None) -> ChatBackend:
+    """The backend of ``checkpoint:PATH`` or ``openai:MODEL``, loaded once per spec and settings."""
+    settings = settings or GenerationSettings()
+    key = (spec, settings)
+    if key not in _BACKENDS:
+        kind, _, target = spec.partition(":")
+        if not target:
+            raise ValueError(f"policy spec {spec!r} needs a target after the colon")
+        if kind == "checkpoint":
+            _BACKENDS[key] = CheckpointBackend(target, settings)
+        elif kind == "openai":
+            _BACKENDS[key] = OpenAIBackend(target, settings)
+        else:
+            raise ValueError(f"policy spec {spec!r}: use checkpoint:PATH or openai:MODEL")
+    return _BACKENDS[key]
+
+
+def make_model_policy(
+    spec: str, env_name: str, mode: str = "interactive", seed: int = 0, **settings: Any
+) -> ModelPolicy:
+    """A ``Policy`` backed by a model.
+
+    Args:
+        spec: ``checkpoint:PATH`` (model or PEFT adapter folder) or ``openai:MODEL``.
+        env_name: The registered environment the policy plays.
+        mode: ``interactive`` (one turn per call, sees results) or ``plan`` (one blind plan).
+        seed: Seeds sampling (with temperature > 0) so a run is reproducible.
+        **settings: ``GenerationSettings`` fields, e.g. ``temperature=0.7``.
+
+    Returns:
+        A fresh policy; the backend (weights, client) is shared between calls with the same spec.
+    """
+    generation = GenerationSettings(**settings)
+    return ModelPolicy(load_backend(spec, generation), env_name, mode, seed, generation)
