@@ -42,6 +42,7 @@ class VaultEnv(ToolEnvironment):
         self.secret_drawer = rng.choice(self.drawers)
         self.code = f"QZX{rng.randrange(10**6):06d}"
         self.opened: set[str] = set()
+        self.memory: list[str] = []
 
     def _opening(self):
         return {"drawers": self.drawers}, f"{len(self.drawers)} drawers."
@@ -56,7 +57,9 @@ class VaultEnv(ToolEnvironment):
         if drawer not in self.drawers:
             raise ToolError(f"no drawer {drawer!r}")
         self.opened.add(drawer)
-        return {"drawer": drawer, "content": self.code if drawer == self.secret_drawer else None}
+        self.memory = [*self.memory[-1:], drawer]
+        content = self.code if drawer == self.secret_drawer else None
+        return {"drawer": drawer, "content": content, "working_memory": self.memory}
 
     @tool(kind="terminal", terminal=True)
     def name_code(self, code: str, sure: bool = True) -> str:
