@@ -103,16 +103,8 @@ class DataSection:
 class RewardsSection:
     """Weights of the decomposed reward components (rewards/)."""
 
-    weights: dict[str, float] = field(
-        default_factory=lambda: {
-            "format": 0.1,
-            "investigation": 0.3,
-            "execution": 0.2,
-            "grade": 1.0,
-            "os_mechanics": 0.1,
-        }
-    )
-    """Component -> weight; the grade dominates, the rest shape early learning."""
+    weights: dict[str, float] = field(default_factory=dict)
+    """Component -> weight; components not named keep rewards.REWARD_WEIGHTS_DEFAULT; 0 drops one."""
 
 
 @dataclass

