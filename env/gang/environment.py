@@ -1,0 +1,306 @@
+"""GangEnvironment: find the fake-account gang in a follower graph before the steps run out.
+
+The agent opens on a short alert list (some gang members, some honest decoys; the alert reasons
+are drawn the same way for both) and a sample of recently active accounts -- never the whole graph.
+It reads accounts with inspect (noisy profile numbers), investigate_network (mutual follows),
+reverse_image_search, analyze_bio and check_ip (each lists the other accounts that share the
+photo, bio template or IP), marks suspects with flag / unflag, and ends with submit. Flagging marks
+exactly one account: nothing ever cascades through the hidden truth. On medium and hard the gang
+evades at a fixed step (drops in-gang follows, renames members, rotates proxy IPs), so later calls
+see a thinner, quieter gang. Grade: precision, recall and unused steps (see grading.py); ~15% of
+episodes have no gang, where the right answer is submitting an empty set.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from env.base import EnvConfig, Grade, ToolEnvironment, ToolError, tool
+from env.gang.config import GangConfig, TaskSettings
+from env.gang.grading import grade_flags
+from env.gang.world import World, evade, generate
+
+ALERT_REASONS = (
+    "burst of new follows",
+    "reported by another user",
+    "login from a new device",
+    "many likes in a short time",
+    "profile edited recently",
+)
+INVESTIGATIONS = (
+    "inspect",
+    "investigate_network",
+    "reverse_image_search",
+    "analyze_bio",
+    "check_ip",
+)
+
+
+class GangEnvironment(ToolEnvironment):
+    """Fake-gang detection on a social graph (tasks easy / medium / hard)."""
+
+    name = "gang"
+    tasks = ("easy", "medium", "hard")
+    config_class = GangConfig
+    instructions = (
+        "You investigate a social network for a coordinated gang of fake accounts. Start from the "
+        "alerts, read accounts with the investigation tools, flag every account you believe is in "
+        "the gang (flag marks one account; unflag undoes it) and call submit. Some episodes have "
+        "no gang: then submit without flags. Honest families, offices and fan clubs also share "
+        "IPs, photos or bios, so weigh several signals. On medium and hard the gang reacts to "
+        "the investigation part-way through."
+    )
+
+    def __init__(self, config: EnvConfig | dict[str, Any] | None = None, **overrides: Any):
+        super().__init__(config, **overrides)
+        self._explicit_steps = "max_steps" in self.config.model_fields_set
+        self._base_config = self.config
+        self.world: World | None = None
+        self.flagged: set[int] = set()
+        self.touched: set[int] = set()
+
+    # ----- episode ------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> TaskSettings:
+        cfg: GangConfig = self._base_config  # type: ignore[assignment]
+        return cfg.tasks[self.task]
+
+    def _build(self, task: str, rng: random.Random) -> None:
+        if not self._explicit_steps:
+            self.config = self._base_config.model_copy(update={"max_steps": self.settings.steps})
+        self._rng = rng
+        self.world = generate(rng, self.config, self.settings)  # type: ignore[arg-type]
+        self.flagged = set()
+        self.touched = set()
+        self.evasion: dict[str, int] | None = None
+
+    def _opening(self) -> tuple[Any, str]:
+        w = self.world
+        assert w is not None
+        alerts = [
+            {"account_id": w.accounts[i].id, "reason": self._rng.choice(ALERT_REASONS)}
+            for i in w.alerts
+        ]
+        result = {
+            "accounts_total": len(w.accounts),
+            "alerts": alerts,
+            "recently_active": [w.accounts[i].id for i in w.sample],
+            "step_limit": self.config.max_steps,
+        }
+        return result, (
+            f"{len(w.accounts)} accounts, {len(alerts)} alerts. Find the gang (if any), flag its "
+            "members, then submit."
+        )
+
+    def _before_call(self, spec, kwargs: dict[str, Any]) -> None:
+        at = self.settings.evade_at
+        if at and self.evasion is None and self.step_count >= at and self.world is not None:
+            rng = self._rng
+            self.evasion = evade(
+                self.world, rng, self.config, lambda: f"ip-{rng.getrandbits(24):06x}r"
+            )  # type: ignore[arg-type]
+
+    def _account(self, account_id: str) -> int:
+        assert self.world is not None
+        idx = self.world.by_id.get(str(account_id).strip())
+        if idx is None:
+            raise ToolError(f"unknown account {account_id!r}; ids look like 'u12345'")
+        return idx
+
+    def _ids(self, indices: set[int] | list[int], exclude: int) -> list[str]:
+        assert self.world is not None
+        ids = sorted(self.world.accounts[i].id for i in indices if i != exclude)
+        return ids[: self.config.list_cap]  # type: ignore[attr-defined]
+
+    def _seen(self, *groups: Any) -> None:
+        assert self.world is not None
+        for group in groups:
+            for item in group if isinstance(group, (list, set, tuple)) else [group]:
+                self.touched.add(item if isinstance(item, int) else self.world.by_id[item])
+
+    # ----- investigation tools ------------------------------------------------------------------
+
+    @tool(kind="investigation")
+    def inspect(self, account_id: str) -> dict[str, Any]:
+        """Read an account's profile numbers (age, posts, follower counts are noisy estimates).
+
+        Args:
+            account_id: The account to read, e.g. 'u12345'.
+        """
+        i = self._account(account_id)
+        w, rng = self.world, self._rng
+        assert w is not None
+        a = w.accounts[i]
+        self._seen(i)
+        return {
+            "account_id": a.id,
+            "handle": a.handle,
+            "age_days": max(1, int(a.age_days * rng.uniform(0.85, 1.15))),
+            "posts": max(0, int(a.posts * rng.uniform(0.8, 1.2))),
+            "followers": len(w.followers[i]),
+            "following": len(w.following[i]),
+            "email_verified": a.email_verified,
+            "handle_changed_days_ago": a.handle_changed,
+        }
+
+    @tool(kind="investigation")
+    def investigate_network(self, account_id: str) -> dict[str, Any]:
+        """List an account's mutual follows and a sample of who it follows and who follows it.
+
+        Args:
+            account_id: The account whose network to read.
+        """
+        i = self._account(account_id)
+        w = self.world
+        assert w is not None
+        mutual = w.following[i] & w.followers[i]
+        result = {
+            "account_id": w.accounts[i].id,
+            "mutual": self._ids(mutual, i),
+            "mutual_count": len(mutual),
+            "following": self._ids(w.following[i] - mutual, i),
+            "followers": self._ids(w.followers[i] - mutual, i),
+        }
+        self._seen(i, result["mutual"], result["following"], result["followers"])
+        return result
+
+    @tool(kind="investigation")
+    def reverse_image_search(self, account_id: str) -> dict[str, Any]:
+        """Search the web and the network for the account's profile photo.
+
+        Args:
+            account_id: The account whose photo to search.
+        """
+        i = self._account(account_id)
+        w = self.world
+        assert w is not None
+        a = w.accounts[i]
+        same = self._ids(w.by_photo.get(a.photo, set()), i)
+        self._seen(i, same)
+        return {"account_id": a.id, "web_matches": a.web_matches, "same_photo_accounts": same}
+
+    @tool(kind="investigation")
+    def analyze_bio(self, account_id: str) -> dict[str, Any]:
+        """Score how templated the bio looks and list accounts with a near-identical bio.
+
+        Args:
+            account_id: The account whose bio to analyse.
+        """
+        i = self._account(account_id)
+        w = self.world
+        assert w is not None
+        a = w.accounts[i]
+        similar = self._ids(w.by_bio.get(a.bio_group, set()), i) if a.bio_group else []
+        self._seen(i, similar)
+        return {
+            "account_id": a.id,
+            "bio": a.bio,
+            "template_score": a.template_score,
+            "similar_bios": similar,
+        }
+
+    @tool(kind="investigation")
+    def check_ip(self, account_id: str) -> dict[str, Any]:
+        """Show the account's last login IP, its network type and other accounts on that IP.
+
+        Args:
+            account_id: The account whose IP to check.
+        """
+        i = self._account(account_id)
+        w = self.world
+        assert w is not None
+        a = w.accounts[i]
+        sharing = w.by_ip.get(a.ip, set()) - {i}
+        listed = self._ids(sharing, i)
+        self._seen(i, listed)
+        return {
+            "account_id": a.id,
+            "ip": a.ip,
+            "ip_type": a.ip_kind,
+            "shared_count": len(sharing),
+            "accounts_on_ip": listed,
+        }
+
+    @tool(kind="lookup")
+    def get_policy(self) -> dict[str, Any]:
+        """Read the review policy: what counts as a win and how the decision is graded."""
+        s = self.settings
+        return {
+            "win": f"recall >= {s.recall_to_win} and precision >= {s.precision_to_win}",
+            "grade": "weighted precision, recall and unused steps; no submit = 0",
+            "no_gang": "some networks have no gang: submit with no flags",
+            "step_limit": self.config.max_steps,
+        }
+
+    # ----- actions ------------------------------------------------------------------------------
+
+    @tool(kind="action")
+    def flag(self, account_id: str) -> str:
+        """Mark one account as a gang member (only this account; nothing else is flagged).
+
+        Args:
+            account_id: The account to flag.
+        """
+        i = self._account(account_id)
+        if i in self.flagged:
+            raise ToolError(f"{account_id} is already flagged")
+        self.flagged.add(i)
+        return f"flagged {account_id} ({len(self.flagged)} flagged)"
+
+    @tool(kind="action")
+    def unflag(self, account_id: str) -> str:
+        """Remove a flag set earlier.
+
+        Args:
+            account_id: The account to unflag.
+        """
+        i = self._account(account_id)
+        if i not in self.flagged:
+            raise ToolError(f"{account_id} is not flagged")
+        self.flagged.discard(i)
+        return f"unflagged {account_id} ({len(self.flagged)} flagged)"
+
+    @tool(kind="terminal", terminal=True)
+    def submit(self) -> str:
+        """Submit the flagged accounts as the gang (no flags = 'there is no gang') and end."""
+        self._finish("submit")
+        return f"submitted {len(self.flagged)} flagged accounts"
+
+    # ----- grade and truth ----------------------------------------------------------------------
+
+    def _grade(self) -> Grade:
+        assert self.world is not None
+        return grade_flags(
+            self.flagged,
+            set(self.world.gang),
+            self.step_count,
+            self.decision is not None,
+            self._base_config,  # type: ignore[arg-type]
+            self.settings,
+            self.config.max_steps,
+        )
+
+    def _metrics(self) -> dict[str, float]:
+        w = self.world
+        if w is None:
+            return {"evidence_coverage": 0.0}
+        relevant = set(w.gang) or set(w.alerts)
+        covered = len(relevant & self.touched) / len(relevant) if relevant else 0.0
+        return {
+            "evidence_coverage": round(covered, 4),
+            "flagged": float(min(1.0, len(self.flagged) / max(1, len(w.gang) or 1))),
+        }
+
+    def reveal(self) -> dict[str, Any]:
+        w = self.world
+        if w is None:
+            return {}
+        return {
+            "gang": [w.accounts[i].id for i in w.gang],
+            "clean": not w.gang,
+            "category": "clean" if not w.gang else "gang",
+            "lookalikes": [[kind, [w.accounts[i].id for i in m]] for kind, m in w.lookalikes],
+            "evasion": dict(self.evasion or {}),
+        }

@@ -1,0 +1,52 @@
+"""Grade a submitted flag set: precision, recall and unused steps, each a named component.
+
+With a gang: precision = flagged gang members / flagged accounts (0 for an empty set), recall =
+flagged gang members / gang size. Clean episode (no gang): the right answer is the empty set, so
+precision and recall both equal ``1 - false_flags / clean_fp_tolerance`` (floored at 0).
+``efficiency`` = share of the step limit left unused. No decision (step limit) => total 0.
+``success`` (reported, not weighted) is the reference's win rule: recall and precision at or above
+the task's thresholds.
+"""
+
+from __future__ import annotations
+
+from env.base import Grade
+from env.gang.config import GangConfig, TaskSettings
+
+
+def grade_flags(
+    flagged: set[int],
+    gang: set[int],
+    steps: int,
+    decided: bool,
+    config: GangConfig,
+    task: TaskSettings,
+    max_steps: int,
+) -> Grade:
+    """The grade of one episode from the final flag set."""
+    if gang:
+        hits = len(flagged & gang)
+        precision = hits / len(flagged) if flagged else 0.0
+        recall = hits / len(gang)
+    else:
+        precision = recall = max(0.0, 1.0 - len(flagged) / config.clean_fp_tolerance)
+    efficiency = max(0.0, 1.0 - steps / max_steps)
+    success = float(recall >= task.recall_to_win and precision >= task.precision_to_win)
+    weights = config.weight_recall + config.weight_precision + config.weight_efficiency
+    total = (
+        config.weight_recall * recall
+        + config.weight_precision * precision
+        + config.weight_efficiency * efficiency
+    ) / weights
+    components = {
+        "precision": round(precision, 4),
+        "recall": round(recall, 4),
+        "efficiency": round(efficiency, 4),
+        "success": success if decided else 0.0,
+        "decision": 1.0 if decided else 0.0,
+    }
+    return Grade(
+        total=round(min(1.0, total), 4) if decided else 0.0,
+        components=components,
+        decision="submit" if decided else None,
+    )

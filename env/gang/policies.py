@@ -1,0 +1,211 @@
+"""Policies for the gang environment: an honest heuristic, random, an oracle and two degenerates.
+
+The heuristic reads observations only. It maps each alert's mutual-follow circle, scores accounts
+with a few weak signals (young, few posts, unverified email, hosting IP, photo found on the web,
+templated bio; office IPs and shared fan photos count against), keeps the alerts whose evidence
+adds up, widens their circle through the suspects' mutual follows, flags it and submits. When no
+alert looks like a gang it submits no flags (the clean answer).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Generator
+from typing import Any
+
+from env.base import ToolCallAction, ToolEnvironment, ToolObservation
+
+Plan = Generator[ToolCallAction, ToolObservation, None]
+
+
+def _call(tool: str, account_id: str | None = None) -> ToolCallAction:
+    args = {"account_id": account_id} if account_id is not None else {}
+    return ToolCallAction(tool=tool, arguments=args)
+
+
+class _PlanPolicy:
+    """A policy written as a generator: it yields calls and receives each observation."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self._plan: Plan | None = None
+
+    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
+        self._plan = self.plan(env, observation)
+        self._started = False
+
+    def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def act(self, observation: ToolObservation) -> ToolCallAction:
+        """The next call; ``observation`` is the result of the previous one."""
+        if self._plan is None:
+            return _call("submit")
+        try:
+            if not self._started:
+                self._started = True
+                return next(self._plan)
+            return self._plan.send(observation)
+        except StopIteration:
+            self._plan = None
+            return _call("submit")
+
+
+def _visible(opening: ToolObservation) -> list[str]:
+    res = opening.result or {}
+    return [a["account_id"] for a in res.get("alerts", [])] + list(res.get("recently_active", []))
+
+
+class HeuristicPolicy(_PlanPolicy):
+    """Honest investigation from the alerts outward (observations only)."""
+
+    alert_threshold = 0.0
+    circle_threshold = 0.8
+
+    def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
+        alerts = [a["account_id"] for a in opening.result["alerts"]]
+        self.left = opening.steps_left
+        mutual: dict[str, set[str]] = {}
+        for a in alerts:
+            mutual[a] = yield from self._network(a)
+        score: dict[str, float] = {}
+        for a in sorted(alerts, key=lambda a: (-len(mutual[a]), a)):
+            if self.left < 12:
+                break
+            score[a] = yield from self._score(a, stop_high=False)
+        ranked = sorted(score, key=lambda a: (-score[a], a))
+        circle: set[str] = set()
+        best_mean = self.circle_threshold
+        for top in ranked[:2]:
+            if score[top] < self.alert_threshold or self.left < 10:
+                break
+            # Check the circle, not just the alert: its best-connected mutuals must look alike.
+            peers = sorted(mutual[top], key=lambda x: (-sum(x in m for m in mutual.values()), x))
+            scores = [score[top]]
+            for peer in peers[: 2 if self.left > 40 else 1]:
+                scores.append((yield from self._score(peer, stop_high=True)))
+            mean = sum(scores) / len(scores)
+            if len(scores) > 1 and mean >= best_mean:
+                best_mean, circle = mean, {top} | mutual[top]
+        if not circle:
+            yield self._use(_call("submit"))
+            return
+        members = set(circle)
+        # Widen through members whose own mutual follows overlap the circle (capped: no cascade
+        # into honest friend groups).
+        for x in sorted(circle - set(mutual)):
+            if self.left - len(members) - 2 < 1:
+                break
+            mutual[x] = yield from self._network(x)
+            if len(mutual[x] & members) >= 2:
+                members |= set(sorted(mutual[x] - members)[: max(0, 16 - len(members))])
+        for x in sorted(members):
+            if self.left <= 1:
+                break
+            yield self._use(_call("flag", x))
+        yield self._use(_call("submit"))
+
+    def _network(self, account: str) -> Generator[ToolCallAction, ToolObservation, set[str]]:
+        obs = yield self._use(_call("investigate_network", account))
+        r = obs.result if isinstance(obs.result, dict) and not obs.error else {}
+        return set(r.get("mutual", []))
+
+    def _use(self, action: ToolCallAction) -> ToolCallAction:
+        self.left -= 1
+        return action
+
+    def _score(
+        self, account: str, stop_high: bool
+    ) -> Generator[ToolCallAction, ToolObservation, float]:
+        """Sum of weak log-likelihood-ratio signals from up to four tools; stops when clear."""
+        total = 0.0
+        for tool in ("check_ip", "inspect", "reverse_image_search", "analyze_bio"):
+            obs = yield self._use(_call(tool, account))
+            r = obs.result if isinstance(obs.result, dict) and not obs.error else {}
+            total += _signal(tool, r)
+            if total <= -2.5 or (stop_high and total >= 2.8):
+                break
+        return total
+
+
+def _signal(tool: str, r: dict[str, Any]) -> float:
+    """Evidence one tool result gives for 'gang member' (positive) or 'honest' (negative)."""
+    if not r:
+        return 0.0
+    if tool == "check_ip":
+        kind = r.get("ip_type")
+        if kind == "hosting":
+            return 1.5
+        if kind == "business":
+            return -2.0
+        return -0.8 if kind == "residential" else -0.2
+    if tool == "inspect":
+        s = 1.1 if r.get("age_days", 9999) < 150 else -0.6
+        s += 0.8 if r.get("posts", 9999) <= 40 else -0.8
+        s += 0.5 if not r.get("email_verified", True) else -0.3
+        return s
+    if tool == "reverse_image_search":
+        s = 0.9 if r.get("web_matches", 0) >= 5 else -0.6
+        return s - (0.8 if len(r.get("same_photo_accounts", [])) >= 3 else 0.0)
+    if tool == "analyze_bio":
+        return 0.5 if r.get("template_score", 0.0) >= 0.45 else -0.5
+    return 0.0
+
+
+class RandomPolicy(_PlanPolicy):
+    """Random tools on the accounts it has seen; submits at a random moment."""
+
+    def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
+        seen = _visible(opening)
+        tools = ["inspect", "investigate_network", "reverse_image_search", "analyze_bio"]
+        tools += ["check_ip", "flag", "flag", "unflag", "get_policy"]
+        while True:
+            if self.rng.random() < 0.06:
+                yield _call("submit")
+                return
+            tool = self.rng.choice(tools)
+            obs = yield _call(tool, None if tool == "get_policy" else self.rng.choice(seen))
+            if isinstance(obs.result, dict):
+                for key in ("mutual", "following", "followers", "accounts_on_ip"):
+                    found = obs.result.get(key, [])
+                    if isinstance(found, list):
+                        seen.extend(x for x in found if x not in seen)
+
+
+class OraclePolicy(_PlanPolicy):
+    """Reads the hidden gang at reset, flags exactly it and submits: the upper bound."""
+
+    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
+        self._gang = list(env.reveal().get("gang", []))
+        super().reset(env, observation)
+
+    def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
+        for x in self._gang:
+            yield _call("flag", x)
+        yield _call("submit")
+
+
+class SubmitAtOncePolicy(_PlanPolicy):
+    """Degenerate: submits an empty set without looking."""
+
+    def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
+        yield _call("submit")
+
+
+class FlagEverythingPolicy(_PlanPolicy):
+    """Degenerate: flags every account the opening shows, then submits."""
+
+    def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
+        for x in _visible(opening)[: max(0, opening.steps_left - 1)]:
+            yield _call("flag", x)
+        yield _call("submit")
+
+
+POLICIES = {
+    "heuristic": HeuristicPolicy,
+    "random": RandomPolicy,
+    "oracle": OraclePolicy,
+    "submit_at_once": SubmitAtOncePolicy,
+    "flag_everything": FlagEverythingPolicy,
+}
