@@ -1,0 +1,69 @@
+"""Reward-hacking audit: mean total reward per strategy, degenerate vs honest, per difficulty.
+
+    python scripts/audit_rewards.py --env aml --seeds 200 [--tasks easy,medium,hard]
+        [--weights grade=2,format=0.2] [--write-results]
+
+Prints one table per environment (rows: strategies, columns: tasks, cells: mean weighted total and
+mean grade over ``--seeds`` eval seeds) and the honest plan's margin over the best degenerate
+strategy on each task. Exit status 1 when any margin is not positive. ``--write-results`` also
+stores the table in benchmarks/RESULTS.md (section "audit_rewards").
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rewards import resolve_weights  # noqa: E402
+from rewards.audit import audit  # noqa: E402
+
+logger = logging.getLogger("audit_rewards")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", default="aml", help="environment name(s), comma separated")
+    parser.add_argument("--tasks", default="all", help="comma list of tasks (default: all)")
+    parser.add_argument("--seeds", type=int, default=200, help="eval seeds per task")
+    parser.add_argument("--weights", help="override reward weights, e.g. grade=2,format=0.2")
+    parser.add_argument("--write-results", action="store_true", help="update RESULTS.md")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    weights = None
+    if args.weights:
+        pairs = [item.split("=", 1) for item in args.weights.split(",") if item.strip()]
+        weights = {k.strip(): float(v) for k, v in pairs}
+    resolved = resolve_weights(weights)
+
+    sections, worst = [], float("inf")
+    for env_name in [e.strip() for e in args.env.split(",") if e.strip()]:
+        start = time.perf_counter()
+        tasks = None if args.tasks == "all" else args.tasks.split(",")
+        table = audit(env_name, tasks, n_seeds=args.seeds, weights=weights)
+        elapsed = time.perf_counter() - start
+        text = f"### {env_name}\n\n{table.markdown()}\n\n({elapsed:.1f} s)"
+        print(text + "\n")
+        sections.append(text)
+        worst = min([worst] + [table.margin(t)[0] for t in table.tasks])
+    print(f"weights: {resolved}; smallest honest margin: {worst:+.3f}")
+    if args.write_results:
+        from benchmarks.results import machine, write_section
+
+        body = "\n\n".join(
+            [
+                f"`python scripts/audit_rewards.py --env {args.env} --seeds {args.seeds}` "
+                f"on {machine()}. Cells: mean weighted total (g mean grade). Weights {resolved}.",
+                *sections,
+            ]
+        )
+        write_section("audit_rewards", body)
+    return 0 if worst > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
