@@ -1,0 +1,1 @@
+"""Operations tasks: expense triage, meeting scheduling and incident response."""

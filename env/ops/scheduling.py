@@ -1,0 +1,164 @@
+"""Meeting scheduling: people in several time zones, calendars in local time, required attendees.
+
+The agent lists the participants (time zone, required or optional), reads their calendars (busy
+blocks in each person's local time) and books a start time in UTC on a 30-minute grid, inside every
+required person's 09:00-17:00 local working hours and free time; more optional attendees is better.
+About a quarter of the meetings have no feasible slot: the right move is then ``report_no_slot``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from env.base import ToolError
+from env.ops.config import OpsConfig
+
+START = datetime(2026, 3, 2)  # a Monday; the meeting falls in the next three days
+DAYS = 3
+GRID = 30
+OFFSETS = (-8, -5, -3, 0, 1, 2, 3, 5, 8, 9)
+PEOPLE = ("amara", "bo", "carlos", "dina", "emil", "farah", "gus", "hana")
+
+
+def fmt(minute: int) -> str:
+    """Minutes since START as 'YYYY-MM-DD HH:MM'."""
+    return (START + timedelta(minutes=minute)).strftime("%Y-%m-%d %H:%M")
+
+
+def parse(text: str) -> int:
+    """'YYYY-MM-DD HH:MM' -> minutes since START (raises ToolError on bad input)."""
+    try:
+        moment = datetime.strptime(text.strip().replace("T", " ")[:16], "%Y-%m-%d %H:%M")
+    except ValueError:
+        raise ToolError(f"start must look like 2026-03-02 14:30 (UTC), not {text!r}") from None
+    minute = int((moment - START).total_seconds() // 60)
+    if minute % GRID or not 0 <= minute < DAYS * 1440:
+        raise ToolError("start must be on a 30-minute grid within the three meeting days")
+    return minute
+
+
+@dataclass
+class Person:
+    name: str
+    offset: int
+    required: bool
+    busy: list[tuple[int, int]]  # local minutes since START (local clock)
+
+    def free(self, utc: int, duration: int) -> bool:
+        local = utc + self.offset * 60
+        day, start = divmod(local, 1440)
+        if not 0 <= day < DAYS or start < 9 * 60 or start + duration > 17 * 60:
+            return False
+        return all(local + duration <= b0 or local >= b1 for b0, b1 in self.busy)
+
+    def calendar(self) -> dict:
+        return {
+            "person": self.name,
+            "timezone": f"UTC{self.offset:+d}",
+            "busy_local": [{"from": fmt(b0), "to": fmt(b1)} for b0, b1 in self.busy],
+        }
+
+
+@dataclass
+class ScheduleCase:
+    people: list[Person]
+    duration: int
+    listed: bool = False
+    fetched: set[str] = field(default_factory=set)
+    booked: int | None = None
+    said_no_slot: bool = False
+    informed: float = 0.0
+
+    def person(self, name: str) -> Person:
+        found = next((p for p in self.people if p.name == name), None)
+        if found is None:
+            raise ToolError(f"no participant {name!r}")
+        return found
+
+    def attendance(self, utc: int) -> int | None:
+        """Optional attendees free at ``utc``; None if a required person is not."""
+        if not all(p.free(utc, self.duration) for p in self.people if p.required):
+            return None
+        return sum(p.free(utc, self.duration) for p in self.people if not p.required)
+
+    def slots(self) -> dict[int, int]:
+        out = {}
+        for utc in range(0, DAYS * 1440, GRID):
+            got = self.attendance(utc)
+            if got is not None:
+                out[utc] = got
+        return out
+
+    def close(self) -> None:
+        required = [p.name for p in self.people if p.required]
+        self.informed = sum(n in self.fetched for n in required) / len(required)
+
+    def truth(self) -> str:
+        slots = self.slots()
+        if not slots:
+            return "no feasible slot"
+        best = max(slots.values())
+        return "best " + ", ".join(fmt(u) for u, a in slots.items() if a == best)
+
+
+def _busy(rng: random.Random) -> list[tuple[int, int]]:
+    blocks = []
+    for day in range(DAYS):
+        for _ in range(rng.randint(1, 4)):
+            start = day * 1440 + rng.randrange(8 * 60, 17 * 60, GRID)
+            blocks.append((start, start + rng.choice([30, 60, 90, 120])))
+    return sorted(blocks)
+
+
+def build(rng: random.Random, cfg: OpsConfig) -> ScheduleCase:
+    """Draw participants and calendars; force the feasibility this seed asked for."""
+    want_slot = rng.random() >= cfg.infeasible_share
+    n = rng.randint(*cfg.participants)
+    names = rng.sample(PEOPLE, n)
+    offsets = rng.sample(OFFSETS, n)
+    n_required = rng.randint(2, min(3, n))
+    people = [
+        Person(nm, off, i < n_required, _busy(rng))
+        for i, (nm, off) in enumerate(zip(names, offsets, strict=True))
+    ]
+    rng.shuffle(people)
+    case = ScheduleCase(people, rng.choice([30, 60]))
+    required = [p for p in people if p.required]
+    if want_slot:
+        while not case.slots():  # free one required person's afternoon at a time
+            person = rng.choice(required)
+            if not person.busy:
+                person.offset = required[0].offset
+                continue
+            person.busy.pop(rng.randrange(len(person.busy)))
+    else:
+        for utc in case.slots():
+            person = rng.choice(required)
+            local = utc + person.offset * 60
+            person.busy.append((local, local + case.duration))
+        for person in required:
+            person.busy.sort()
+    return case
+
+
+def grade(case: ScheduleCase) -> dict[str, float]:
+    """A valid booking (0.7) with the most optional attendees (0.3); or the right 'no slot'."""
+    slots = case.slots()
+    if not slots:
+        outcome = float(case.said_no_slot)
+    elif case.booked is None or case.booked not in slots:
+        outcome = 0.0
+    else:
+        best = max(slots.values())
+        outcome = 0.7 + 0.3 * (slots[case.booked] / best if best else 1.0)
+    return {"outcome": outcome, "process": case.informed}
+
+
+WEIGHTS = {"outcome": 0.75, "process": 0.25}
+
+
+def coverage(case: ScheduleCase) -> float:
+    """Share of the relevant facts seen: the participant list and every calendar."""
+    return (case.listed + len(case.fetched)) / (1 + len(case.people))
