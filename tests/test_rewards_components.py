@@ -1,0 +1,139 @@
+"""The five reward components: TRL signature, graded format, one shared replay, never raising."""
+
+from __future__ import annotations
+
+import pytest
+
+from env.registry import make, policies
+from env.rollout import play, replay
+from env.seeds import split_seeds
+from pipeline.prompts import render_completion
+from rewards import (
+    REWARD_WEIGHTS_DEFAULT,
+    build_reward_functions,
+    execution_reward,
+    format_reward,
+    grade_reward,
+    investigation_reward,
+    os_mechanics_reward,
+)
+from rewards.replay import CACHE
+
+ENV = "support"  # committed first; the AML figures live in test_audit_rewards.py
+TASK = "easy"
+SEED = split_seeds("eval", 1)[0]
+
+
+def _kw(n: int, env: str = ENV, task: str = TASK, seed: int = SEED) -> dict:
+    return {"env": [env] * n, "task": [task] * n, "seed": [seed] * n}
+
+
+def _heuristic_plan(seed: int = SEED) -> tuple[str, object]:
+    episode = play(make(ENV), policies(ENV)["heuristic"](seed), TASK, seed)
+    return render_completion(episode.plan), episode
+
+
+def test_build_reward_functions_names_weights_and_zero_drop():
+    funcs, weights = build_reward_functions()
+    assert [f.__name__ for f in funcs] == [
+        "format_reward",
+        "investigation_reward",
+        "execution_reward",
+        "grade_reward",
+        "os_mechanics_reward",
+    ]
+    assert weights == list(REWARD_WEIGHTS_DEFAULT.values())
+    funcs, weights = build_reward_functions({"os_mechanics": 0, "format": 0.5})
+    assert [f.__name__ for f in funcs][0] == "format_reward" and weights[0] == 0.5
+    assert os_mechanics_reward not in funcs and len(funcs) == 4
+    with pytest.raises(ValueError, match="unknown reward component"):
+        build_reward_functions({"style": 1.0})
+
+
+def test_format_is_graded_unknown_below_invalid_below_valid():
+    completions = [
+        "",
+        '<tool_call>{"name": "teleport", "arguments": {}}</tool_call>',
+        '<tool_call>{"name": "fetch_user_data", "arguments": {"nope": 1}}</tool_call>',
+        '<tool_call>{"name": "fetch_user_data", "arguments": {"customer_id": "C-1"}}</tool_call>',
+        _heuristic_plan()[0],
+    ]
+    scores = format_reward([None] * 5, completions, **_kw(5))
+    assert scores[0] == 0.0
+    assert 0.0 < scores[1] < scores[2] < scores[3] < scores[4] == 1.0
+
+
+def test_execution_is_the_step_reward_sum_and_grade_needs_a_decision():
+    text, episode = _heuristic_plan()
+    undecided = '<tool_call>{"name": "check_policy", "arguments": {"topic": "refunds"}}</tool_call>'
+    kw = _kw(2)
+    report = replay(
+        make(ENV), TASK, SEED, [{"tool": "check_policy", "arguments": {"topic": "refunds"}}]
+    )
+    assert execution_reward(None, [text, undecided], **kw) == [
+        pytest.approx(sum(episode.report.step_rewards)),
+        pytest.approx(sum(report.step_rewards)),
+    ]
+    assert grade_reward(None, [text, undecided], **kw) == [episode.report.grade.total, 0.0]
+    assert report.grade.total >= 0.0
+
+
+def test_investigation_is_evidence_coverage_and_dummy_calls_earn_nothing():
+    text, episode = _heuristic_plan()
+    dummy = render_completion([{"tool": "check_policy", "arguments": {}}] * 3)
+    scores = investigation_reward(None, [text, dummy], **_kw(2))
+    assert scores[0] == pytest.approx(min(1.0, episode.report.metrics["evidence_coverage"]))
+    assert scores[0] > 0.0 and scores[1] == 0.0
+
+
+def test_one_replay_per_completion_shared_by_all_components():
+    CACHE.clear()
+    texts = [_heuristic_plan(s)[0] for s in split_seeds("eval", 3, 10)]
+    kw = {"env": [ENV] * 3, "task": [TASK] * 3, "seed": split_seeds("eval", 3, 10)}
+    funcs, _ = build_reward_functions()
+    for fn in funcs:
+        fn([None] * 3, texts, **kw)
+    assert CACHE.replays == 3
+
+
+def test_os_mechanics_is_none_for_envs_without_the_metric():
+    assert os_mechanics_reward(None, [_heuristic_plan()[0]], **_kw(1)) == [None]
+
+
+def test_broken_rows_score_zero_and_are_logged_without_raising():
+    metrics, extras = {}, {}
+    rows = {"env": ["nowhere", ENV, ENV], "task": [TASK, "impossible", TASK], "seed": [1, 1, None]}
+    kw = {**rows, "log_metric": metrics.__setitem__, "log_extra": extras.__setitem__}
+    funcs, _ = build_reward_functions()
+    for fn in funcs:
+        assert fn([None] * 3, ["x", "y", "z"], **kw) == [0.0, 0.0, 0.0]
+    assert metrics["rewards/broken_rows"] == 3.0
+    assert len(extras["parse_errors"]) == 3 and "nowhere" in extras["parse_errors"][0]
+    assert format_reward([None], ["x"]) == [0.0]  # no dataset columns at all
+
+
+def test_interactive_mode_reads_the_finished_environment_instead_of_replaying():
+    _, episode = _heuristic_plan()
+    env = make(ENV)
+    replay(env, TASK, SEED, episode.plan)
+
+    class Adapter:
+        pass
+
+    adapter = Adapter()
+    adapter.env = env
+    messages = [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": c["tool"], "arguments": c["arguments"]}}
+            ],
+        }
+        for c in episode.plan
+    ]
+    CACHE.clear()
+    kw = {**_kw(1), "environments": [adapter]}
+    assert grade_reward(None, [messages], **kw) == [episode.report.grade.total]
+    assert format_reward(None, [messages], **kw) == [1.0]
+    assert CACHE.replays == 0
