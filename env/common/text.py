@@ -41,12 +41,19 @@ def mentions(text: str, fact: Fact) -> bool:
     return any(normalise(option) in body for option in options)
 
 
-def fact_coverage(text: str | None, facts: Sequence[Fact], max_chars: int) -> float:
-    """Share of ``facts`` that ``text`` mentions; 0 for no text or text over ``max_chars``.
+def fact_coverage(
+    text: str | None, facts: Sequence[Fact], max_chars: int, avoid: Sequence[Fact] = ()
+) -> float:
+    """Share of ``facts`` that ``text`` mentions; 0 for no text, text over ``max_chars``, or text
+    that states anything in ``avoid`` (a claim that contradicts the case, e.g. "we refunded").
 
     >>> fact_coverage("Refunded $42.50 for order O-1001.", ["O-1001", 42.5], 400)
     1.0
+    >>> fact_coverage("We refunded order O-1001.", ["O-1001"], 400, avoid=["we refunded"])
+    0.0
     """
     if not text or len(text) > max_chars or not facts:
+        return 0.0
+    if any(mentions(text, fact) for fact in avoid):
         return 0.0
     return sum(mentions(text, fact) for fact in facts) / len(facts)

@@ -99,7 +99,9 @@ class SupportEnvironment(ToolEnvironment):
         charged = sum(c["amount"] for c in self.world.charges if c["order_id"] == order_id)
         already = sum(a for o, a in self.activity.refunds if o == order_id)
         if not 0 < amount <= round(charged - already, 2) + 1e-9:
-            raise ToolError(f"amount must be above 0 and at most {charged - already:.2f}")
+            raise ToolError(
+                "amount must be above 0 and at most what is left of the order's charges"
+            )
         self.activity.require(self.activity.fetched, self.world.truth.topic)
         self.activity.refunds.append((order_id, round(amount, 2)))
         return {"order_id": order_id, "refunded": round(amount, 2)}, "Refund issued."
@@ -151,7 +153,7 @@ class SupportEnvironment(ToolEnvironment):
     def reveal(self) -> dict[str, Any]:
         truth = self.world.truth
         return {
-            "outcome": truth.outcome,
+            "outcome": f"outcome {truth.outcome}",
             "refund": (
                 f"refund {truth.refund_amount:.2f} on {truth.refund_order}"
                 if truth.refund_order

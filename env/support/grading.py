@@ -52,7 +52,7 @@ def grade(world: SupportWorld, act: Activity, resolution: str | None, cfg: Suppo
     components = {
         "refund": float(refund_ok),
         "escalation": float(escalation_ok),
-        "reply": fact_coverage(reply, truth.reply_facts, cfg.max_reply_chars),
+        "reply": fact_coverage(reply, truth.reply_facts, cfg.max_reply_chars, truth.reply_avoid),
         "resolution": float(resolution == truth.resolution),
         "process": (max(0.0, 1.0 - cfg.violation_cost * act.violations) if act.fetched else 0.0),
     }

@@ -147,7 +147,7 @@ class OraclePolicy(_SupportScript):
         found = _ORDER.findall(ticket["message"])
         order = next(o for o in data["orders"] if o["order_id"] == found[0])
         yield call("check_policy", topic=self.truth["policy_section"].split()[-1])
-        yield from self.finish(self.truth["outcome"], order)
+        yield from self.finish(self.truth["outcome"].split()[-1], order)
 
 
 class RefundEverything(_SupportScript):

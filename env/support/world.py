@@ -140,6 +140,13 @@ class Truth:
     topics: tuple[str, ...]
     reply_facts: list[Fact] = field(default_factory=list)
 
+    @property
+    def reply_avoid(self) -> list[Fact]:
+        """Claims a reply must not make: a refund that did not happen, or a denial of one that did."""
+        if self.refund_order is None:
+            return [("we refunded", "have refunded", "refund issued", "refund is on its way")]
+        return [("cannot be refunded", "not refundable", "under review", "denied")]
+
 
 @dataclass
 class SupportWorld:
