@@ -32,11 +32,11 @@ DEFAULT_TASKS: dict[str, TaskSettings] = {
     ),
     "medium": TaskSettings(
         accounts=200, steps=50, gang_min=8, gang_max=12, gang_alerts=2, decoy_alerts=3,
-        lookalikes=3, sample=10, evade_at=22, recall_to_win=0.8, precision_to_win=0.7,
+        lookalikes=3, sample=10, evade_at=25, recall_to_win=0.8, precision_to_win=0.7,
     ),
     "hard": TaskSettings(
         accounts=1000, steps=80, gang_min=8, gang_max=13, gang_alerts=1, decoy_alerts=4,
-        lookalikes=6, sample=12, evade_at=30, recall_to_win=0.9, precision_to_win=0.8,
+        lookalikes=6, sample=12, evade_at=40, recall_to_win=0.9, precision_to_win=0.8,
     ),
 }  # fmt: skip
 

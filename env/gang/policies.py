@@ -61,11 +61,14 @@ class HeuristicPolicy(_PlanPolicy):
     """Honest investigation from the alerts outward (observations only)."""
 
     alert_threshold = 0.0
-    circle_threshold = 0.8
+    circle_threshold = 0.6
 
     def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
         alerts = [a["account_id"] for a in opening.result["alerts"]]
         self.left = opening.steps_left
+        self.tight = tight = (
+            self.left <= 30
+        )  # small graphs: stop scoring as soon as the sign is clear
         mutual: dict[str, set[str]] = {}
         for a in alerts:
             mutual[a] = yield from self._network(a)
@@ -73,7 +76,7 @@ class HeuristicPolicy(_PlanPolicy):
         for a in sorted(alerts, key=lambda a: (-len(mutual[a]), a)):
             if self.left < 12:
                 break
-            score[a] = yield from self._score(a, stop_high=False)
+            score[a] = yield from self._score(a, stop_high=tight)
         ranked = sorted(score, key=lambda a: (-score[a], a))
         circle: set[str] = set()
         best_mean = self.circle_threshold
@@ -98,7 +101,7 @@ class HeuristicPolicy(_PlanPolicy):
             if self.left - len(members) - 2 < 1:
                 break
             mutual[x] = yield from self._network(x)
-            if len(mutual[x] & members) >= 2:
+            if len(mutual[x] & members) >= 1:
                 members |= set(sorted(mutual[x] - members)[: max(0, 16 - len(members))])
         for x in sorted(members):
             if self.left <= 1:
@@ -120,7 +123,8 @@ class HeuristicPolicy(_PlanPolicy):
     ) -> Generator[ToolCallAction, ToolObservation, float]:
         """Sum of weak log-likelihood-ratio signals from up to four tools; stops when clear."""
         total = 0.0
-        for tool in ("check_ip", "inspect", "reverse_image_search", "analyze_bio"):
+        tools = ("check_ip", "inspect", "reverse_image_search", "analyze_bio")
+        for tool in tools[:3] if self.tight else tools:
             obs = yield self._use(_call(tool, account))
             r = obs.result if isinstance(obs.result, dict) and not obs.error else {}
             total += _signal(tool, r)

@@ -16,8 +16,60 @@ from dataclasses import dataclass, field
 
 from env.gang.config import GangConfig, TaskSettings
 
-FIRST = ["ana", "maria", "li", "wei", "omar", "sara", "john", "aisha", "ken", "yuki", "lucas", "emma", "noah", "mia", "liam", "zoe", "raj", "nina", "tom", "eva", "ivan", "olga", "pablo", "lena", "marco", "chloe", "amir", "dana", "felix", "iris"]
-LAST = ["smith", "garcia", "chen", "khan", "silva", "novak", "rossi", "kim", "ito", "muller", "brown", "lopez", "patel", "nguyen", "costa", "berg", "haas", "kowal", "sato", "dubois"]
+FIRST = [
+    "ana",
+    "maria",
+    "li",
+    "wei",
+    "omar",
+    "sara",
+    "john",
+    "aisha",
+    "ken",
+    "yuki",
+    "lucas",
+    "emma",
+    "noah",
+    "mia",
+    "liam",
+    "zoe",
+    "raj",
+    "nina",
+    "tom",
+    "eva",
+    "ivan",
+    "olga",
+    "pablo",
+    "lena",
+    "marco",
+    "chloe",
+    "amir",
+    "dana",
+    "felix",
+    "iris",
+]
+LAST = [
+    "smith",
+    "garcia",
+    "chen",
+    "khan",
+    "silva",
+    "novak",
+    "rossi",
+    "kim",
+    "ito",
+    "muller",
+    "brown",
+    "lopez",
+    "patel",
+    "nguyen",
+    "costa",
+    "berg",
+    "haas",
+    "kowal",
+    "sato",
+    "dubois",
+]
 GENERIC_BIOS = (
     "coffee, travel and good books",
     "living my best life one day at a time",
@@ -156,22 +208,22 @@ class _Gen:
         acc.posts = r.randint(0, 40) if r.random() < 0.7 else int(r.uniform(40, 600))
         acc.email_verified = r.random() < 0.5
         u = r.random()
-        if u < 0.45:
+        if u < 0.5:
             acc.photo, acc.web_matches = self.label("img"), r.randint(5, 80)
-        elif u < 0.6:
+        elif u < 0.65:
             acc.photo, acc.web_matches = f"stock-{r.randrange(25)}", r.randint(5, 400)
         else:
             acc.photo, acc.web_matches = self.label("img"), r.choice((0, 0, 1))
-        if r.random() < 0.6:
+        if r.random() < 0.65:
             acc.bio = " ".join(r.choice(part) for part in GANG_BIO_PARTS)
             acc.bio_group, acc.template_score = "gang-template", round(r.uniform(0.45, 0.95), 2)
         else:
             acc.bio, acc.bio_group = self.unique_bio(), ""
             acc.template_score = round(r.uniform(0.05, 0.6), 2)
         w = r.random()
-        if w < 0.55:
+        if w < 0.6:
             acc.ip, acc.ip_kind = r.choice(proxies), "hosting"
-        elif w < 0.8:
+        elif w < 0.82:
             acc.ip, acc.ip_kind = self.label("ip"), "residential"
         else:
             acc.ip, acc.ip_kind = r.choice(nat_pools), "mobile"
