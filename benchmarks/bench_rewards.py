@@ -1,0 +1,141 @@
+"""Reward and dataset throughput: the CPU cost a GRPO step pays outside the model.
+
+    python benchmarks/bench_rewards.py [--env aml] [--completions 1024] [--rows 10000]
+
+1. All five reward components over 1,024 distinct completions of up to 16 calls (honest plans,
+   plans with extra calls, truncated plans, random-policy plans), from a cold replay cache, so
+   every completion is parsed and replayed once and the other components reuse that replay.
+   Target: <= 2 s on one core.
+2. ``build_dataset`` of 10,000 prompt rows (reset + render per row). Target: <= 20 s.
+
+Pinned to one core where the OS allows it. Writes the RESULTS.md section "bench_rewards".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.results import machine, write_section  # noqa: E402
+from env.registry import env_class, make, policies  # noqa: E402
+from env.rollout import play  # noqa: E402
+from env.seeds import split_seeds  # noqa: E402
+from pipeline.dataset import build_dataset  # noqa: E402
+from pipeline.prompts import render_completion  # noqa: E402
+from rewards import build_reward_functions  # noqa: E402
+from rewards.parsing import parse_tool_calls  # noqa: E402
+from rewards.replay import CACHE  # noqa: E402
+
+MAX_CALLS = 16
+
+
+def make_completions(env_name: str, n: int, rng: random.Random) -> list[dict]:
+    """``n`` distinct rows {env, task, seed, completion} of up to ``MAX_CALLS`` calls."""
+    tasks = list(env_class(env_name).tasks)
+    env, factories = make(env_name), policies(env_name)
+    n_seeds = max(1, n // 4)
+    plans = {}
+    for i, seed in enumerate(split_seeds("eval", n_seeds)):
+        task = tasks[i % len(tasks)]
+        honest = play(env, factories["heuristic"](seed), task, seed).plan
+        noisy = play(env, factories["random"](seed), task, seed).plan
+        plans[seed] = (task, honest, noisy)
+    rows = []
+    for i in range(n):
+        seed = split_seeds("eval", n_seeds)[i % n_seeds]
+        task, honest, noisy = plans[seed]
+        variant = i // n_seeds
+        if variant == 0:
+            calls = honest
+        elif variant == 1:
+            calls = rng.sample(noisy, min(len(noisy), 4)) + honest
+        elif variant == 2:
+            calls = honest[: max(1, len(honest) // 2)]
+        else:
+            calls = noisy
+        rows.append(
+            {
+                "env": env_name,
+                "task": task,
+                "seed": seed,
+                "completion": render_completion(calls[-MAX_CALLS:]),
+            }
+        )
+    return rows
+
+
+def bench_rewards(rows: list[dict]) -> dict[str, float]:
+    funcs, _ = build_reward_functions({"os_mechanics": 1.0})
+    kwargs = {key: [row[key] for row in rows] for key in ("env", "task", "seed")}
+    completions = [row["completion"] for row in rows]
+    prompts = [None] * len(rows)
+    start = time.perf_counter()
+    for text in completions:
+        parse_tool_calls(text)
+    parse_s = time.perf_counter() - start
+    CACHE.clear()
+    start = time.perf_counter()
+    for fn in funcs:
+        fn(prompts, completions, **kwargs)
+    total_s = time.perf_counter() - start
+    calls = [len(parse_tool_calls(text).calls) for text in completions]
+    return {
+        "completions": len(rows),
+        "mean_calls": sum(calls) / len(calls),
+        "max_calls": max(calls),
+        "replays": CACHE.replays,
+        "parse_s": parse_s,
+        "all_components_s": total_s,
+    }
+
+
+def bench_dataset(env_name: str, n_rows: int) -> dict[str, float]:
+    start = time.perf_counter()
+    ds = build_dataset(env_name, n=n_rows, split="train")
+    return {"rows": len(ds), "build_s": time.perf_counter() - start}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", default="aml")
+    parser.add_argument("--completions", type=int, default=1024)
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    args = parser.parse_args(argv)
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+    rows = make_completions(args.env, args.completions, random.Random(0))
+    rewards = bench_rewards(rows)
+    dataset = bench_dataset(args.env, args.rows)
+    ok_r = rewards["all_components_s"] <= 2.0
+    ok_d = dataset["build_s"] <= 20.0
+    body = "\n".join(
+        [
+            f"`python benchmarks/bench_rewards.py --env {args.env}` on {machine()}, one core.",
+            "",
+            "| measure | value | target |",
+            "|---|---|---|",
+            f"| all 5 reward components, {rewards['completions']} completions "
+            f"(mean {rewards['mean_calls']:.1f}, max {rewards['max_calls']} calls), cold cache "
+            f"| {rewards['all_components_s']:.2f} s ({rewards['replays']} replays) "
+            f"| <= 2 s {'ok' if ok_r else 'MISSED'} |",
+            f"| parsing only, same completions | {rewards['parse_s'] * 1000:.0f} ms | - |",
+            f"| build_dataset, {dataset['rows']} rows | {dataset['build_s']:.2f} s "
+            f"| <= 20 s {'ok' if ok_d else 'MISSED'} |",
+        ]
+    )
+    print(body)
+    if not args.no_write:
+        write_section("bench_rewards", body)
+    return 0 if ok_r and ok_d else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
