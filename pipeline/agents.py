@@ -352,13 +352,17 @@ class OpenAIBackend:
         return reply
 
 
-_BACKENDS: dict[tuple[str, GenerationSettings], ChatBackend] = {}
+_BACKENDS: dict[tuple[Any, ...], ChatBackend] = {}
 
 
 def load_backend(spec: str, settings: GenerationSettings | None = None) -> ChatBackend:
     """The backend of ``checkpoint:PATH`` or ``openai:MODEL``, loaded once per spec and settings."""
     settings = settings or GenerationSettings()
-    key = (spec, settings)
+    key = (
+        (spec, settings, os.environ.get("API_BASE_URL"))
+        if spec.startswith("openai:")
+        else (spec, settings)
+    )
     if key not in _BACKENDS:
         kind, _, target = spec.partition(":")
         if not target:
