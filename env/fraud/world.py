@@ -1,0 +1,215 @@
+"""The hidden payments world: accounts, merchants, devices, a laundering ring and its routes.
+
+A ring (absent in clean defender episodes) holds stolen funds on one or two *source* accounts and
+moves them along *routes* (source -> merchant -> mule) until the mules withdraw them as cash. The
+family decides who the sources are (refund abusers, a collector, fake buyers at a colluding merchant,
+taken-over long-standing customers) and how their features look. Every observed feature is a noisy,
+monotone view of a latent risk whose mean is only ``feature_shift`` noise-sds higher for ring
+accounts, and legitimate look-alikes (new customers, travellers, heavy refunders, marketplace
+sellers who withdraw cash) share the same ranges, so no single feature names the ring.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from env.fraud.config import FAMILIES, FraudConfig
+
+
+@dataclass
+class Account:
+    """A customer account; ``ring_role`` is hidden ("", "source", "mule", "reserve")."""
+
+    id: str
+    age_days: int
+    devices: int
+    refund_rate: float
+    night_share: float
+    avg_amount: float
+    risk_score: float
+    device: str
+    seller: bool = False
+    ring_role: str = ""
+    frozen: bool = False
+    pool: float = 0.0
+    staged: float = 0.0
+
+
+@dataclass
+class Merchant:
+    """A merchant; ``colluding`` is hidden."""
+
+    id: str
+    category: str
+    refund_rate: float
+    risk_score: float
+    colluding: bool = False
+    blocked: bool = False
+
+
+@dataclass
+class Route:
+    """One laundering route of the ring."""
+
+    id: str
+    source: str
+    merchant: str
+    mule: str
+
+
+@dataclass
+class Txn:
+    """A transaction; pending for one tick, then settled unless held or declined."""
+
+    id: str
+    tick: int
+    kind: str
+    account: str
+    merchant: str | None
+    counterparty: str | None
+    amount: float
+    route: str | None = None
+    parts: int = 1
+    status: str = "pending"
+
+
+@dataclass
+class World:
+    """Everything generated at reset plus the mutable episode state."""
+
+    family: str | None
+    accounts: dict[str, Account]
+    merchants: dict[str, Merchant]
+    routes: dict[str, Route]
+    reserves: list[str]
+    total: float
+    freeze_threshold: float
+    bias: dict[str, float]
+    txns: list[Txn] = field(default_factory=list)
+    tick: int = 0
+    laundered: float = 0.0
+    seized: float = 0.0
+    devices_left: int = 0
+    hold_limit: float = 0.0
+    blind_merchant: str = ""
+    exposed: set[str] = field(default_factory=set)
+
+    @property
+    def ring(self) -> bool:
+        return self.family is not None
+
+    def ring_accounts(self) -> list[str]:
+        return sorted(a.id for a in self.accounts.values() if a.ring_role)
+
+    def account(self, account_id: str) -> Account | None:
+        return self.accounts.get(account_id)
+
+
+_CATEGORIES = ("electronics", "grocery", "travel", "gaming", "fashion", "marketplace", "fuel")
+
+
+def _features(rng: random.Random, shift: float, device: str) -> dict:
+    """Observed features from a latent risk: monotone transforms of (shift + noise)."""
+
+    def z() -> float:
+        return shift + rng.gauss(0.0, 1.0)
+
+    age = int(max(1, round(math.exp(6.3 - 0.9 * z()))))
+    devices = max(1, min(9, round(1.6 + 0.9 * z() + rng.random())))
+    refund = round(min(0.9, max(0.0, 0.08 + 0.06 * z())), 3)
+    night = round(min(0.95, max(0.0, 0.22 + 0.1 * z())), 3)
+    amount = round(math.exp(5.3 + 0.45 * z()), 2)
+    score = round(1 / (1 + math.exp(-(0.5 * z() + 0.5 * rng.gauss(0.0, 1.0) - 0.2))), 3)
+    return {
+        "age_days": min(age, 5000),
+        "devices": devices,
+        "refund_rate": refund,
+        "night_share": night,
+        "avg_amount": amount,
+        "risk_score": score,
+        "device": device,
+    }
+
+
+def build_world(rng: random.Random, config: FraudConfig, ring: bool) -> World:
+    """Generate a world; ``ring`` False builds a clean world with legitimate activity only."""
+    n_users = rng.randint(config.min_users, config.max_users)
+    n_merchants = rng.randint(config.min_merchants, config.max_merchants)
+    family = None
+    if ring:
+        family = config.family if config.family != "random" else rng.choice(FAMILIES)
+    ids = [f"U{i:02d}" for i in range(1, n_users + 1)]
+    order = ids[:]
+    rng.shuffle(order)
+    n_sources = 1 if family == "mule_cashout" else 2
+    n_mules = 2
+    roles: dict[str, str] = {}
+    if ring:
+        for uid in order[:n_sources]:
+            roles[uid] = "source"
+        for uid in order[n_sources : n_sources + n_mules]:
+            roles[uid] = "mule"
+        for uid in order[n_sources + n_mules : n_sources + n_mules + config.reserve_mules]:
+            roles[uid] = "reserve"
+    ring_device = f"D{rng.randint(100, 999)}"
+    accounts: dict[str, Account] = {}
+    for i, uid in enumerate(ids):
+        role = roles.get(uid, "")
+        shift = config.feature_shift if role else 0.0
+        if role == "source" and family == "account_takeover":
+            shift = config.feature_shift * 0.5  # long-standing customers, now on a new device
+        device = f"D{i + 10:03d}"
+        if role and rng.random() < 0.5:
+            device = ring_device
+        elif not role and rng.random() < 0.12:
+            device = ring_device if ring and rng.random() < 0.5 else f"D{rng.randint(10, 99):03d}"
+        acc = Account(id=uid, **_features(rng, shift, device))
+        acc.ring_role = role
+        acc.seller = not role and rng.random() < 0.2
+        if role == "source" and family == "refund_abuse":
+            acc.refund_rate = round(min(0.9, acc.refund_rate + rng.uniform(0.0, 0.06)), 3)
+        accounts[uid] = acc
+    merchants: dict[str, Merchant] = {}
+    for j in range(1, n_merchants + 1):
+        mid = f"M{j}"
+        merchants[mid] = Merchant(
+            id=mid,
+            category=rng.choice(_CATEGORIES),
+            refund_rate=round(min(0.6, max(0.0, rng.gauss(0.08, 0.05))), 3),
+            risk_score=round(rng.uniform(0.05, 0.7), 3),
+        )
+    routes: dict[str, Route] = {}
+    total = 0.0
+    if ring:
+        sources = [u for u in order if roles.get(u) == "source"]
+        mules = [u for u in order if roles.get(u) == "mule"]
+        colluder = rng.choice(sorted(merchants)) if family == "merchant_collusion" else None
+        if colluder:
+            merchants[colluder].colluding = True
+            merchants[colluder].risk_score = round(rng.uniform(0.2, 0.8), 3)
+        for k, mule in enumerate(mules):
+            merchant = colluder or rng.choice(sorted(merchants))
+            routes[f"R{k + 1}"] = Route(f"R{k + 1}", sources[k % len(sources)], merchant, mule)
+        total = round(rng.uniform(8000, 30000), 2)
+        share = total / len(sources)
+        for uid in sources:
+            accounts[uid].pool = share
+    low, high = config.freeze_threshold
+    bias = {uid: round(rng.uniform(-config.alert_bias, config.alert_bias), 3) for uid in roles}
+    world = World(
+        family=family,
+        accounts=accounts,
+        merchants=merchants,
+        routes=routes,
+        reserves=[u for u in order if roles.get(u) == "reserve"],
+        total=total,
+        freeze_threshold=round(rng.uniform(low, high), 3),
+        bias=bias,
+        devices_left=config.fresh_devices,
+    )
+    world.exposed = {r.source for r in routes.values()}
+    world.blind_merchant = rng.choice(sorted(merchants))
+    world.hold_limit = round(total * rng.uniform(0.05, 0.16), 2)
+    return world
