@@ -85,8 +85,13 @@ class HeuristicPolicy(_PlanPolicy):
                 break
             # Check the circle, not just the alert: its best-connected mutuals must look alike.
             peers = sorted(mutual[top], key=lambda x: (-sum(x in m for m in mutual.values()), x))
-            scores = [score[top]]
-            for peer in peers[: 2 if self.left > 40 else 1]:
+            known = [score[x] for x in peers if x in score]
+            scores = [score[top]] + ([max(known)] if known and not self.tight else [])
+            fresh = [x for x in peers if x not in score]
+            for n, peer in enumerate(fresh[:2]):
+                mean = sum(scores) / len(scores)
+                if n and (len(scores) > 1 and mean >= best_mean or self.left < 10 + len(peers)):
+                    break  # a second peer only when the first left doubt and steps allow
                 scores.append((yield from self._score(peer, stop_high=True)))
             mean = sum(scores) / len(scores)
             if len(scores) > 1 and mean >= best_mean:
@@ -96,18 +101,25 @@ class HeuristicPolicy(_PlanPolicy):
             return
         members = set(circle)
         # Widen through members whose own mutual follows overlap the circle (capped: no cascade
-        # into honest friend groups).
+        # into honest friend groups). Lists read before the gang evaded are the richest.
+        for x in sorted(circle & set(mutual)):
+            if len(mutual[x] & members) >= 2:
+                self._join(members, mutual[x])
         for x in sorted(circle - set(mutual)):
             if self.left - len(members) - 2 < 1:
                 break
             mutual[x] = yield from self._network(x)
             if len(mutual[x] & members) >= 1:
-                members |= set(sorted(mutual[x] - members)[: max(0, 16 - len(members))])
+                self._join(members, mutual[x])
         for x in sorted(members):
             if self.left <= 1:
                 break
             yield self._use(_call("flag", x))
         yield self._use(_call("submit"))
+
+    @staticmethod
+    def _join(members: set[str], found: set[str], cap: int = 16) -> None:
+        members |= set(sorted(found - members)[: max(0, cap - len(members))])
 
     def _network(self, account: str) -> Generator[ToolCallAction, ToolObservation, set[str]]:
         obs = yield self._use(_call("investigate_network", account))
