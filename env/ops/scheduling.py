@@ -46,11 +46,16 @@ class Person:
     required: bool
     busy: list[tuple[int, int]]  # local minutes since START (local clock)
 
-    def free(self, utc: int, duration: int) -> bool:
-        local = utc + self.offset * 60
+    def in_hours(self, utc: int, duration: int, offset: int | None = None) -> bool:
+        """Inside 09:00-17:00 local on one of the meeting days (busy or not)."""
+        local = utc + (self.offset if offset is None else offset) * 60
         day, start = divmod(local, 1440)
-        if not 0 <= day < DAYS or start < 9 * 60 or start + duration > 17 * 60:
+        return 0 <= day < DAYS and start >= 9 * 60 and start + duration <= 17 * 60
+
+    def free(self, utc: int, duration: int) -> bool:
+        if not self.in_hours(utc, duration):
             return False
+        local = utc + self.offset * 60
         return all(local + duration <= b0 or local >= b1 for b0, b1 in self.busy)
 
     def calendar(self) -> dict:
@@ -70,6 +75,7 @@ class ScheduleCase:
     booked: int | None = None
     said_no_slot: bool = False
     informed: float = 0.0
+    table: dict[int, int] = field(default_factory=dict)  # slots(), fixed once built
 
     def person(self, name: str) -> Person:
         found = next((p for p in self.people if p.name == name), None)
@@ -96,7 +102,7 @@ class ScheduleCase:
         self.informed = sum(n in self.fetched for n in required) / len(required)
 
     def truth(self) -> str:
-        slots = self.slots()
+        slots = self.table
         if not slots:
             return "no feasible slot"
         best = max(slots.values())
@@ -109,7 +115,18 @@ def _busy(rng: random.Random) -> list[tuple[int, int]]:
         for _ in range(rng.randint(1, 4)):
             start = day * 1440 + rng.randrange(8 * 60, 17 * 60, GRID)
             blocks.append((start, start + rng.choice([30, 60, 90, 120])))
-    return sorted(blocks)
+    return _merge(blocks)
+
+
+def _merge(blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted blocks with overlapping or touching ones joined (a calendar shows one block)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(blocks):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def build(rng: random.Random, cfg: OpsConfig) -> ScheduleCase:
@@ -126,26 +143,29 @@ def build(rng: random.Random, cfg: OpsConfig) -> ScheduleCase:
     rng.shuffle(people)
     case = ScheduleCase(people, rng.choice([30, 60]))
     required = [p for p in people if p.required]
-    if want_slot:
-        while not case.slots():  # free one required person's afternoon at a time
-            person = rng.choice(required)
-            if not person.busy:
-                person.offset = required[0].offset
-                continue
-            person.busy.pop(rng.randrange(len(person.busy)))
-    else:
+    if want_slot and not case.slots():  # open one slot: align time zones, clear calendars
+        grid = range(0, DAYS * 1440, GRID)
+        target = rng.choice([u for u in grid if required[0].in_hours(u, case.duration)])
+        for person in required:
+            if not person.in_hours(target, case.duration):
+                fits = [o for o in OFFSETS if person.in_hours(target, case.duration, o)]
+                person.offset = rng.choice(fits)
+            local = target + person.offset * 60
+            person.busy = [b for b in person.busy if local + case.duration <= b[0] or local >= b[1]]
+    elif not want_slot:
         for utc in case.slots():
             person = rng.choice(required)
             local = utc + person.offset * 60
             person.busy.append((local, local + case.duration))
         for person in required:
-            person.busy.sort()
+            person.busy = _merge(person.busy)
+    case.table = case.slots()
     return case
 
 
 def grade(case: ScheduleCase) -> dict[str, float]:
     """A valid booking (0.7) with the most optional attendees (0.3); or the right 'no slot'."""
-    slots = case.slots()
+    slots = case.table
     if not slots:
         outcome = float(case.said_no_slot)
     elif case.booked is None or case.booked not in slots:
