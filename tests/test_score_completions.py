@@ -29,7 +29,8 @@ def _evaluated_grades(env_name: str, task: str, n: int) -> list[float]:
             for seed in split_seeds("eval", n)
         ]
     result = evaluate(env_name, "heuristic", [task], n, "eval", progress=False)
-    return [episode["grade"] for episode in result["episodes"]]
+    by_seed = {episode["seed"]: episode["grade"] for episode in result["episodes"]}
+    return [by_seed[seed] for seed in split_seeds("eval", n)]
 
 
 @pytest.mark.parametrize("env_name", ["aml", "support"])
