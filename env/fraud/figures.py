@@ -1,0 +1,73 @@
+"""Baseline figures: every policy on both roles over evaluation seeds.
+
+    python -m env.fraud.figures --episodes 300 [--write]
+
+prints mean grade per (role, policy) and, with ``--write``, records the table in
+benchmarks/RESULTS.md under "fraud_baselines".
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from env.fraud.environment import FraudEnvironment
+from env.fraud.policies import POLICIES
+from env.rollout import play
+from env.seeds import split_seeds
+
+
+def measure(episodes: int, split: str = "eval") -> dict[tuple[str, str], dict[str, float]]:
+    """Mean grade, its components and internal errors per (task, policy)."""
+    env = FraudEnvironment()
+    table: dict[tuple[str, str], dict[str, float]] = {}
+    for task in FraudEnvironment.tasks:
+        for name, factory in POLICIES.items():
+            totals: list[float] = []
+            parts: dict[str, list[float]] = {}
+            for seed in split_seeds(split, episodes):
+                report = play(env, factory(seed), task, seed).report
+                totals.append(report.grade.total)
+                for key, value in report.grade.components.items():
+                    parts.setdefault(key, []).append(value)
+            row = {"mean": statistics.mean(totals)}
+            row.update({k: statistics.mean(v) for k, v in parts.items()})
+            row["internal_errors"] = float(env.internal_errors)
+            table[(task, name)] = row
+    return table
+
+
+def markdown(table: dict[tuple[str, str], dict[str, float]], episodes: int, seconds: float) -> str:
+    lines = [
+        f"`python -m env.fraud.figures --episodes {episodes} --write` "
+        f"({episodes} eval seeds per role, {seconds:.0f} s)",
+        "",
+        "| role | policy | mean grade | components |",
+        "|---|---|---|---|",
+    ]
+    for (task, name), row in table.items():
+        parts = ", ".join(
+            f"{k} {v:.2f}" for k, v in row.items() if k not in ("mean", "internal_errors")
+        )
+        lines.append(f"| {task} | {name} | {row['mean']:.3f} | {parts} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--episodes", type=int, default=300)
+    parser.add_argument("--write", action="store_true", help="record in benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    table = measure(args.episodes)
+    text = markdown(table, args.episodes, time.perf_counter() - start)
+    print(text)  # noqa: T201 - a CLI's output
+    if args.write:
+        from benchmarks.results import machine, write_section
+
+        write_section("fraud_baselines", f"### fraud baselines\n\n{machine()}\n\n{text}")
+
+
+if __name__ == "__main__":
+    main()
