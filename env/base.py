@@ -347,13 +347,17 @@ class ToolEnvironment(Environment[ToolCallAction, ToolObservation, EpisodeState]
         spec = self._specs.get(name)
         if spec is None:
             raise ToolError(f"unknown tool {name!r}; available: {', '.join(self._specs)}")
-        size = len(json.dumps(arguments, default=str))
+        try:  # encoded once: both the size limit and the repeat key
+            encoded = json.dumps(arguments, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            raise ToolError("arguments must be a JSON object with string keys") from None
+        size = len(encoded)
         if size > self.config.max_argument_chars:
             raise ToolError(
                 f"arguments too large ({size} chars; limit {self.config.max_argument_chars})"
             )
         kwargs = spec.validate(arguments)
-        key = name + json.dumps(arguments, sort_keys=True, default=str)
+        key = name + encoded
         if key in self._seen_calls:
             self._n_repeats += 1
             self._pending_reward += self.config.repeat_penalty
