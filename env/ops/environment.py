@@ -86,7 +86,8 @@ class OpsEnvironment(ToolEnvironment):
             brief = BRIEFS["scheduling"].format(d=case.duration, n=len(case.people))
         else:
             brief = BRIEFS["incident"].format(n=len(case.alerts))
-        return {"task": self.task, "brief": brief}, brief
+        tools = list(FAMILY_TOOLS[self.task])
+        return {"task": self.task, "brief": brief, "tools_for_this_task": tools}, brief
 
     def _before_call(self, spec: ToolSpec, kwargs: dict[str, Any]) -> None:
         allowed = FAMILY_TOOLS[self.task]
