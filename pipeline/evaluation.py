@@ -1,0 +1,165 @@
+"""Evaluate a policy on seeded episodes of any registered environment.
+
+``evaluate`` plays ``episodes`` seeds of each task from a seed split (``env.seeds``), so the same
+call always plays the same worlds, and returns a ``summary`` (mean grade, decision accuracy, per
+task and per hidden category) and the ``episodes`` with the truth revealed after each one.
+Policies are registry names (``heuristic``, ``oracle``, ...) or model specs (``checkpoint:PATH``,
+``openai:MODEL``), which ``pipeline.agents`` builds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import env as registry
+from env.rollout import Policy, play
+from env.seeds import split_seeds
+
+logger = logging.getLogger(__name__)
+MODEL_PREFIXES = ("checkpoint:", "openai:")
+CLEAN_VERDICTS = {"clean", "legitimate", "benign", "none", "no_crime"}
+
+
+def resolve_policy(spec: str, env_name: str, seed: int, mode: str = "interactive") -> Policy:
+    """A policy from a registry name or a ``checkpoint:``/``openai:`` model spec."""
+    if spec.startswith(MODEL_PREFIXES):
+        from pipeline.agents import make_model_policy  # lazy: heavy imports
+
+        return make_model_policy(spec, env_name, mode, seed)
+    table = registry.policies(env_name)
+    if spec not in table:
+        raise KeyError(f"unknown policy {spec!r} for {env_name}; choose from {', '.join(table)}")
+    return table[spec](seed)
+
+
+def parse_tasks(env_name: str, tasks: str | Iterable[str] | None) -> list[str]:
+    """``"all"``/None -> every task; a comma list or iterable -> those, checked."""
+    known = list(registry.env_class(env_name).tasks)
+    if tasks is None or tasks == "all":
+        return known
+    chosen = [t.strip() for t in tasks.split(",")] if isinstance(tasks, str) else list(tasks)
+    unknown = [t for t in chosen if t not in known]
+    if unknown:
+        raise ValueError(f"unknown task(s) {unknown} for {env_name}; choose from {known}")
+    return chosen
+
+
+def _category(truth: dict[str, Any]) -> str:
+    for key in ("category", "typology", "scenario", "family", "label", "verdict"):
+        value = truth.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return "unknown"
+
+
+def _truth_positive(truth: dict[str, Any]) -> bool | None:
+    """Whether the hidden case calls for action (suspicious/crime), if the truth says."""
+    verdict = truth.get("verdict")
+    if isinstance(verdict, str):
+        return verdict.lower() not in CLEAN_VERDICTS
+    if isinstance(truth.get("clean"), bool):
+        return not truth["clean"]
+    return None
+
+
+def _decision_correct(env_obj, episode) -> float:
+    """1/0 from the env's own grade component when present, else from verdict vs decision."""
+    report = episode.report
+    if report.grade.decision is None:
+        return 0.0
+    comp = report.grade.components.get("decision")
+    if comp is not None:
+        return 1.0 if comp >= 0.5 else 0.0
+    positive = _truth_positive(episode.truth)
+    return 0.0 if positive is None else float(positive)
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def summarize(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean grade and decision accuracy overall, per task and per hidden category."""
+    groups: dict[str, dict[str, list[dict]]] = {"per_task": defaultdict(list)}
+    groups["per_category"] = defaultdict(list)
+    for ep in episodes:
+        groups["per_task"][ep["task"]].append(ep)
+        groups["per_category"][ep["category"]].append(ep)
+
+    def stats(eps: list[dict]) -> dict[str, float]:
+        return {
+            "episodes": len(eps),
+            "mean_grade": _mean([e["grade"] for e in eps]),
+            "decision_accuracy": _mean([e["decision_correct"] for e in eps]),
+            "decision_rate": _mean([float(e["decision"] is not None) for e in eps]),
+            "mean_steps": _mean([e["steps"] for e in eps]),
+        }
+
+    summary: dict[str, Any] = stats(episodes)
+    for name, table in groups.items():
+        summary[name] = {key: stats(eps) for key, eps in sorted(table.items())}
+    summary["per_typology"] = summary["per_category"]
+    return summary
+
+
+def evaluate(
+    env_name: str,
+    policy_spec: str,
+    tasks: str | Iterable[str] | None = "all",
+    episodes: int = 100,
+    split: str = "eval",
+    seed_offset: int = 0,
+    progress: bool = True,
+    mode: str = "interactive",
+    on_episode: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Play ``episodes`` seeds per task and summarise; see the module docstring."""
+    task_list = parse_tasks(env_name, tasks)
+    environment = registry.make(env_name)
+    seeds = split_seeds(split, episodes, seed_offset)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(seeds) * len(task_list), desc=f"{env_name}:{policy_spec}", unit="ep")
+    rows = []
+    for task in task_list:
+        for seed in seeds:
+            policy = resolve_policy(policy_spec, env_name, seed, mode)
+            episode = play(environment, policy, task, seed)
+            report = episode.report
+            row = {
+                "seed": seed,
+                "task": task,
+                "grade": report.grade.total,
+                "components": report.grade.components,
+                "decision": report.grade.decision,
+                "decision_correct": _decision_correct(environment, episode),
+                "steps": report.steps,
+                "total_reward": round(sum(report.step_rewards), 4),
+                "metrics": report.metrics,
+                "category": _category(episode.truth),
+                "truth": episode.truth,
+            }
+            rows.append(row)
+            if on_episode is not None:
+                on_episode(row)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    if environment.internal_errors:
+        logger.warning("%s: %d internal errors", env_name, environment.internal_errors)
+    summary = summarize(rows)
+    summary.update(
+        env=env_name,
+        policy=policy_spec,
+        split=split,
+        tasks=task_list,
+        episodes_per_task=episodes,
+        internal_errors=environment.internal_errors,
+    )
+    return {"summary": summary, "episodes": rows}

@@ -1,0 +1,97 @@
+"""Evaluate a policy on seeded episodes and print a table (and optionally write JSON).
+
+    python scripts/evaluate.py --env aml --policy heuristic --episodes 300 --split eval \
+        --difficulty all --json outputs/eval_heuristic.json
+
+``--difficulty`` is the AML name for ``--tasks`` (a comma list or ``all``), so every environment
+works the same way. Policies: the environment's registry names, ``checkpoint:PATH`` or
+``openai:MODEL`` (``--mode plan|interactive`` for the models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from pipeline.evaluation import evaluate  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", default="aml", help="Registered environment name")
+    parser.add_argument("--policy", default="heuristic", help="Policy name or model spec")
+    parser.add_argument("--episodes", type=int, default=100, help="Episodes (seeds) per task")
+    parser.add_argument("--split", default="eval", choices=("train", "eval", "test"))
+    parser.add_argument(
+        "--tasks",
+        "--difficulty",
+        dest="tasks",
+        default="all",
+        help="Comma list of tasks/difficulties, or all",
+    )
+    parser.add_argument("--seed-offset", type=int, default=0, help="First seed within the split")
+    parser.add_argument("--mode", default="interactive", choices=("interactive", "plan"))
+    parser.add_argument("--json", type=Path, default=None, help="Write summary + episodes here")
+    parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar")
+    return parser.parse_args(argv)
+
+
+def render(summary: dict, console: Console) -> None:
+    """The summary as tables: overall, per task, per hidden category."""
+    title = f"{summary['env']} / {summary['policy']} ({summary['split']})"
+    for key, label in (("per_task", "task"), ("per_category", "category")):
+        table = Table(title=f"{title}: per {label}")
+        for col in (label, "episodes", "mean grade", "decision acc.", "decided", "steps"):
+            left = col == label
+            table.add_column(
+                col, justify="left" if left else "right", min_width=28 if left else None
+            )
+        for name, s in summary[key].items():
+            table.add_row(
+                name,
+                str(s["episodes"]),
+                f"{s['mean_grade']:.3f}",
+                f"{s['decision_accuracy']:.3f}",
+                f"{s['decision_rate']:.2f}",
+                f"{s['mean_steps']:.1f}",
+            )
+        table.add_row(
+            "all",
+            str(summary["episodes"]),
+            f"{summary['mean_grade']:.3f}",
+            f"{summary['decision_accuracy']:.3f}",
+            f"{summary['decision_rate']:.2f}",
+            f"{summary['mean_steps']:.1f}",
+            style="bold",
+        )
+        console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = evaluate(
+        args.env,
+        args.policy,
+        tasks=args.tasks,
+        episodes=args.episodes,
+        split=args.split,
+        seed_offset=args.seed_offset,
+        progress=not args.no_progress,
+        mode=args.mode,
+    )
+    render(result["summary"], Console())
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
