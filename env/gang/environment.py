@@ -300,7 +300,7 @@ class GangEnvironment(ToolEnvironment):
         return {
             "gang": [w.accounts[i].id for i in w.gang],
             "clean": not w.gang,
-            "category": "clean" if not w.gang else "gang",
+            "category": "gang_present" if w.gang else "gang_absent",
             "lookalikes": [[kind, [w.accounts[i].id for i in m]] for kind, m in w.lookalikes],
             "evasion": dict(self.evasion or {}),
         }
