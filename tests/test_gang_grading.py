@@ -29,7 +29,9 @@ def test_win_rule_is_reported_as_success():
 
 
 def test_empty_submission_scores_only_on_clean_episodes():
-    assert grade_flags(set(), set(), 1, True, CFG, EASY, 30).total > 0.95
+    clean = grade_flags(set(), set(), 1, True, CFG, EASY, 30)
+    assert clean.total > 0.95 and clean.decision == "no_gang" and clean.components["decision"] == 1
+    assert grade_flags({4}, {1, 2}, 2, True, CFG, EASY, 30).components["decision"] == 1
     assert grade_flags(set(), {1, 2}, 1, True, CFG, EASY, 30).total < 0.16
     two_false = grade_flags({7, 8}, set(), 3, True, CFG, EASY, 30)
     assert two_false.components["precision"] < 0.34 and two_false.total < 0.5
@@ -51,7 +53,7 @@ def test_episode_grade_and_coverage_through_the_tools():
         env.step(ToolCallAction(tool="flag", arguments={"account_id": x}))
     obs = env.step(ToolCallAction(tool="submit"))
     assert obs.done and obs.grade.components["precision"] == 1.0
-    assert obs.grade.components["recall"] == 1.0 and obs.grade.decision == "submit"
+    assert obs.grade.components["recall"] == 1.0 and obs.grade.decision == "gang"
     assert env.report().decision_reached
 
 

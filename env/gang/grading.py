@@ -5,7 +5,8 @@ flagged gang members / gang size. Clean episode (no gang): the right answer is t
 precision and recall both equal ``1 - false_flags / clean_fp_tolerance`` (floored at 0).
 ``efficiency`` = share of the step limit left unused. No decision (step limit) => total 0.
 ``success`` (reported, not weighted) is the reference's win rule: recall and precision at or above
-the task's thresholds.
+the task's thresholds. ``decision`` (reported, not weighted) is 1 when the submitted call -- "gang"
+(some flags) or "no_gang" (none) -- matches the world.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ def grade_flags(
         "recall": round(recall, 4),
         "efficiency": round(efficiency, 4),
         "success": success if decided else 0.0,
-        "decision": 1.0 if decided else 0.0,
+        "decision": float(decided and bool(flagged) == bool(gang)),
     }
     return Grade(
         total=round(min(1.0, total), 4) if decided else 0.0,
         components=components,
-        decision="submit" if decided else None,
+        decision=("gang" if flagged else "no_gang") if decided else None,
     )
