@@ -26,17 +26,15 @@ def _cases(outcome: str, task: str = "easy", n: int = 8):
     raise AssertionError(f"no {outcome} case in 400 seeds")
 
 
-def _refund_calls(ticket, world, policy_first: bool):
-    order = world.order(world.truth.refund_order)
+def _refund_calls(ticket, world, policy_first: bool, amount: float | None = None):
+    order_id = world.truth.refund_order
+    amount = world.truth.refund_amount if amount is None else amount
     fetch = {"tool": "fetch_user_data", "arguments": {"customer_id": ticket["customer_id"]}}
     policy = [{"tool": "check_policy", "arguments": {"topic": t}} for t in ("refunds", "abuse")]
-    refund = {
-        "tool": "issue_refund",
-        "arguments": {"order_id": order.order_id, "amount": order.amount},
-    }
+    refund = {"tool": "issue_refund", "arguments": {"order_id": order_id, "amount": amount}}
     reply = {
         "tool": "reply_to_customer",
-        "arguments": {"message": compose_reply("refund_ok", order.order_id, order.amount, "")},
+        "arguments": {"message": compose_reply("refund_ok", order_id, amount, "")},
     }
     close = {"tool": "close_ticket", "arguments": {"resolution": "refunded"}}
     middle = [*policy, refund] if policy_first else [refund, *policy]
@@ -51,6 +49,20 @@ def test_refund_before_policy_check_scores_clearly_lower_than_the_right_order():
         assert right.grade.total == 1.0
         assert right.grade.total - wrong.grade.total >= 0.12, seed
         assert wrong.grade.components["process"] < right.grade.components["process"]
+
+
+def test_opened_items_lose_the_restocking_fee_of_this_seed():
+    env = make("support")
+    seed, ticket, world = next(
+        case
+        for case in _cases("refund_ok", n=20)
+        if case[2].order(case[2].truth.refund_order).opened
+    )
+    order = world.order(world.truth.refund_order)
+    fee = world.policy.restocking_fee
+    assert world.truth.refund_amount == round(order.amount * (100 - fee) / 100, 2)
+    full = replay(env, "easy", seed, _refund_calls(ticket, world, True, amount=order.amount))
+    assert full.grade.components["refund"] == 0.0 and full.grade.total <= 0.75
 
 
 def test_same_seed_same_ticket_and_different_seeds_differ():

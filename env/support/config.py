@@ -33,6 +33,9 @@ class SupportConfig(EnvConfig):
     lost_after_days: tuple[int, ...] = Field(
         default=(10, 14), description="Days in transit after which a parcel counts as lost"
     )
+    restocking_fees: tuple[int, ...] = Field(
+        default=(10, 15, 20), description="Percent kept from refunds of opened items"
+    )
     misleading_share: float = Field(
         default=0.35, description="Share of tickets whose claim the records contradict"
     )

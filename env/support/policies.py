@@ -14,6 +14,11 @@ from typing import Any
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation
 from env.common.policies import RandomPolicy, Script, ScriptedPolicy, call
 
+_CLAIM_WORDS = (
+    ("takeover", ("into my account", "hacked", "strange logins")),
+    ("duplicate", ("twice", "two payments", "double", "two charges")),
+    ("shipping", ("never arrived", "not been delivered", "still waiting")),
+)
 _ORDER = re.compile(r"O-\d+")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
@@ -21,12 +26,9 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 def claim_of(message: str) -> str:
     """The kind of claim a ticket makes, from its wording."""
     text = message.lower()
-    if "charged twice" in text:
-        return "duplicate"
-    if "never arrived" in text:
-        return "shipping"
-    if "into my account" in text:
-        return "takeover"
+    for claim, words in _CLAIM_WORDS:
+        if any(word in text for word in words):
+            return claim
     return "refund"
 
 
@@ -78,17 +80,18 @@ class _SupportScript(ScriptedPolicy):
     def fallback(self, observation: ToolObservation) -> ToolCallAction:
         return call("close_ticket", resolution="resolved")
 
-    def finish(self, outcome: str, order: dict[str, Any]) -> Script:
-        """Act on a decided outcome: refund, escalate, reply, close."""
+    def finish(self, outcome: str, order: dict[str, Any], amount: float | None = None) -> Script:
+        """Act on a decided outcome: refund (``amount``, default the order's), escalate, reply."""
         queue, resolution = _ACTIONS[outcome]
+        amount = order["amount"] if amount is None else amount
         if resolution == "refunded":
-            yield call("issue_refund", order_id=order["order_id"], amount=order["amount"])
+            yield call("issue_refund", order_id=order["order_id"], amount=amount)
         if queue:
             yield call("escalate", queue=queue, reason=f"{outcome} on {order['order_id']}")
         tracking = order.get("shipping", {}).get("tracking", "")
         yield call(
             "reply_to_customer",
-            message=compose_reply(outcome, order["order_id"], order["amount"], tracking),
+            message=compose_reply(outcome, order["order_id"], amount, tracking),
         )
         yield call("close_ticket", resolution=resolution)
 
@@ -105,6 +108,7 @@ class HeuristicPolicy(_SupportScript):
         order = orders.get(found[0] if found else "", data["orders"][0])
         text = (yield call("check_policy", topic=_TOPIC[claim])).result["policy"]
         numbers = _numbers(text)
+        amount = order["amount"]
         if claim == "takeover":
             yield from self.finish("takeover", order)
             return
@@ -120,9 +124,12 @@ class HeuristicPolicy(_SupportScript):
             outcome = "lost" if lost else "delayed"
         else:
             window, limit = (numbers + [30, 250])[:2]
+            fee = float((re.findall(r"(\d+)%", text) or ["0"])[0])
+            if order["opened"]:
+                amount = round(order["amount"] * (100 - fee) / 100, 2)
             if order["final_sale"] or order["ordered_days_ago"] > window:
                 outcome = "refund_denied"
-            elif order["amount"] > limit:
+            elif amount > limit:
                 outcome = "tier2"
             else:
                 outcome = "refund_ok"
@@ -132,7 +139,7 @@ class HeuristicPolicy(_SupportScript):
             threshold = abuse[0] if abuse else 3
             if customer["refunds_last_90_days"] >= threshold or customer["open_chargebacks"]:
                 outcome = "abuse"
-        yield from self.finish(outcome, order)
+        yield from self.finish(outcome, order, amount)
 
 
 class OraclePolicy(_SupportScript):
@@ -147,7 +154,8 @@ class OraclePolicy(_SupportScript):
         found = _ORDER.findall(ticket["message"])
         order = next(o for o in data["orders"] if o["order_id"] == found[0])
         yield call("check_policy", topic=self.truth["policy_section"].split()[-1])
-        yield from self.finish(self.truth["outcome"].split()[-1], order)
+        refund = _numbers(self.truth["refund"])
+        yield from self.finish(self.truth["outcome"].split()[-1], order, (refund or [None])[0])
 
 
 class RefundEverything(_SupportScript):

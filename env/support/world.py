@@ -29,6 +29,30 @@ REFUND_OUTCOMES: dict[str, dict[str, float]] = {
     "medium": {"refund_ok": 0.4, "refund_denied": 0.3, "tier2": 0.3},
     "hard": {"refund_ok": 0.25, "refund_denied": 0.25, "tier2": 0.25, "abuse": 0.25},
 }
+MESSAGES: dict[str, tuple[str, ...]] = {
+    "refund": (
+        "Hi, I'd like a refund for my {item} (order {oid}). It isn't what I expected.",
+        "Please refund order {oid}; the {item} does not work for me.",
+        "Can I get my money back for the {item}? Order {oid}.",
+    ),
+    "duplicate": (
+        "I was charged twice for order {oid} ({item}). Please fix this!",
+        "My card shows two payments for order {oid}.",
+        "Order {oid} was billed double, I see two charges for the {item}.",
+    ),
+    "shipping": (
+        "My order {oid} ({item}) never arrived. Where is it?",
+        "Still waiting for my {item}, order {oid}. Has it been lost?",
+        "Order {oid} has not been delivered yet.",
+    ),
+    "takeover": (
+        "Someone got into my account and changed my email. I did not place order {oid}. "
+        "Please refund it and lock my account.",
+        "I think my account was hacked: my password was reset and order {oid} is not mine. "
+        "Refund it please.",
+        "Strange logins on my account and an order {oid} I never made. Please help and refund it.",
+    ),
+}
 ITEMS = (
     "headphones",
     "desk lamp",
@@ -71,6 +95,7 @@ class Order:
     status: str
     tracking: str
     days_in_transit: int
+    opened: bool = False
 
     def public(self) -> dict:
         return {
@@ -79,6 +104,7 @@ class Order:
             "amount": self.amount,
             "ordered_days_ago": self.ordered_days_ago,
             "final_sale": self.final_sale,
+            "opened": self.opened,
             "shipping": {
                 "status": self.status,
                 "tracking": self.tracking,
@@ -95,15 +121,23 @@ class PolicyBook:
     agent_limit: int
     abuse_threshold: int
     lost_after: int
+    restocking_fee: int
+
+    def refund_for(self, order: Order) -> float:
+        """What an eligible refund of ``order`` pays: opened items lose the restocking fee."""
+        if not order.opened:
+            return order.amount
+        return round(order.amount * (100 - self.restocking_fee) / 100, 2)
 
     def text(self, topic: str) -> str:
         """The policy section the agent reads with ``check_policy(topic)``."""
         return {
             "refunds": (
-                f"Refunds: an order may be refunded in full within {self.refund_window} days of "
+                f"Refunds: an order may be refunded within {self.refund_window} days of "
                 f"purchase; final-sale items are never refunded. Agents may issue refunds up to "
                 f"${self.agent_limit}; larger refunds are escalated to billing_tier2 without "
-                "refunding. Deny ineligible requests and tell the customer why."
+                f"refunding. Opened items are refunded minus a {self.restocking_fee}% restocking "
+                "fee. Deny ineligible requests and tell the customer why."
             ),
             "duplicate_charges": (
                 "Duplicate charges: if the charges list shows the same order charged twice, refund "
@@ -179,6 +213,7 @@ def build_world(task: str, rng: random.Random, config: SupportConfig) -> Support
         rng.choice(config.agent_limits),
         rng.choice(config.abuse_thresholds),
         rng.choice(config.lost_after_days),
+        rng.choice(config.restocking_fees),
     )
     claim = _pick(rng, CLAIMS[task])
     n_orders = rng.randint(2, 4) if task != "hard" else rng.randint(4, 6)
@@ -197,6 +232,7 @@ def build_world(task: str, rng: random.Random, config: SupportConfig) -> Support
                 "in_transit" if in_transit else "delivered",
                 "1Z" + "".join(rng.choices("ABCDEFGHJKLMNPQRSTUVWXYZ0123456789", k=8)),
                 min(days, rng.randint(1, 6)) if in_transit else 0,
+                rng.random() < 0.4,
             )
         )
     target = rng.choice(orders)
@@ -213,12 +249,12 @@ def build_world(task: str, rng: random.Random, config: SupportConfig) -> Support
             truth = Truth(
                 outcome,
                 oid,
-                target.amount,
+                policy.refund_for(target),
                 None,
                 "refunded",
                 "refunds",
                 topics,
-                [oid, target.amount],
+                [oid, policy.refund_for(target)],
             )
         elif outcome == "refund_denied":
             if rng.random() < 0.5:
@@ -229,7 +265,7 @@ def build_world(task: str, rng: random.Random, config: SupportConfig) -> Support
                 why = ("final sale", "non refundable", "not refundable")
             truth = Truth(outcome, None, 0.0, None, "denied", "refunds", ("refunds",), [oid, why])
         elif outcome == "tier2":
-            target.amount = round(rng.uniform(policy.agent_limit + 15, policy.agent_limit * 3), 2)
+            target.amount = round(rng.uniform(policy.agent_limit * 1.3, policy.agent_limit * 3), 2)
             truth = Truth(
                 outcome,
                 None,
@@ -248,9 +284,6 @@ def build_world(task: str, rng: random.Random, config: SupportConfig) -> Support
             truth = Truth(
                 outcome, None, 0.0, "fraud", "escalated", "abuse", topics, [oid, ("review",)]
             )
-        message = (
-            f"Hi, I'd like a refund for my {target.item} (order {oid}). It isn't what I expected."
-        )
     elif claim == "duplicate":
         real = rng.random() >= config.misleading_share
         topics = ("duplicate_charges", "abuse") if real else ("duplicate_charges",)
@@ -276,7 +309,6 @@ def build_world(task: str, rng: random.Random, config: SupportConfig) -> Support
                 topics,
                 [oid, ("once", "one charge", "single charge")],
             )
-        message = f"I was charged twice for order {oid} ({target.item}). Please fix this!"
     elif claim == "shipping":
         lost = rng.random() >= config.misleading_share
         target.ordered_days_ago = max(target.ordered_days_ago, policy.lost_after + 2)
@@ -314,7 +346,6 @@ def build_world(task: str, rng: random.Random, config: SupportConfig) -> Support
                 ("shipping",),
                 [oid, target.tracking],
             )
-        message = f"My order {oid} ({target.item}) never arrived. Where is it?"
     else:
         security = [
             "password reset from new device",
@@ -331,10 +362,7 @@ def build_world(task: str, rng: random.Random, config: SupportConfig) -> Support
             ("account_security",),
             [("password",), ("security",)],
         )
-        message = (
-            f"Someone got into my account and changed my email. I did not place order "
-            f"{oid}. Please refund it and lock my account."
-        )
+    message = rng.choice(MESSAGES[claim]).format(oid=oid, item=target.item)
     charges = []
     for order in orders:
         times = 2 if (truth.outcome == "duplicate" and order is target) else 1
