@@ -156,3 +156,13 @@ def test_heuristic_reads_only_observations_and_reaches_full_coverage():
     episode = play(env, policies("support")["heuristic"](0), "hard", EVAL[5])
     assert episode.report.metrics["evidence_coverage"] == 1.0
     assert episode.report.decision_reached
+
+
+def test_reply_checks_read_amounts_in_any_spelling_and_phrases_loosely():
+    from env.common.text import fact_coverage, mentions
+
+    assert mentions("Refunded $1,250.00 today", 1250.0)
+    assert not mentions("Refunded $1,250.01 today", 1250.0)
+    assert mentions("Your billing-tier 2 team", ("billing tier 2",))
+    assert fact_coverage("order O-1 refunded 9.5", ["O-1", 9.5, ("password",)], 100) == 2 / 3
+    assert fact_coverage(None, ["O-1"], 100) == 0.0
