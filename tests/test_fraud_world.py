@@ -177,3 +177,37 @@ def test_defender_observations_never_name_the_scheme():
                 break
             text = obs.model_dump_json()
             assert not [h for h in hidden if h in text], seed
+
+
+class LazyRing:
+    """A pluggable opponent (as a second model would be): it only ever waits."""
+
+    def act(self, view):
+        assert "routes" in view and "tick" in view
+        return ToolCallAction(tool="delay")
+
+
+class GreedyBank:
+    """A pluggable defender opponent: freezes the account it scores highest."""
+
+    def act(self, view):
+        assert {"alerts", "frozen", "suspicion"} <= set(view)
+        ranked = sorted(
+            (k for k in view["suspicion"] if k.startswith("U") and k not in view["frozen"]),
+            key=lambda k: -view["suspicion"][k],
+        )
+        return ToolCallAction(tool="freeze", arguments={"account_id": ranked[0]})
+
+
+def test_the_other_side_is_pluggable():
+    env, seed = ring_seed("defender")
+    env.set_opponent(lambda role, rng: LazyRing())
+    episode = play(env, POLICIES["do_nothing"](seed), "defender", seed)
+    assert env.world.laundered == 0 and episode.report.steps == env.config.max_steps
+    env.set_opponent(lambda role, rng: GreedyBank())
+    obs = env.reset(seed=seed, task="fraudster")
+    call(env, "split_payment", route_id="R1", amount=obs.result["transfer_cap"], parts=1)
+    assert sum(a.frozen for a in env.world.accounts.values()) == 1
+    env.set_opponent(None)
+    env.reset(seed=seed, task="fraudster")
+    assert type(env.opponent).__name__ == "ScriptedDefender"

@@ -13,7 +13,9 @@ Both roles' tools are defined on this one class (the specs are static), but the 
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Callable
 from typing import Any, Literal
 
 from env.base import Grade, ToolEnvironment, ToolError, tool
@@ -75,17 +77,30 @@ class FraudEnvironment(ToolEnvironment):
         self.engine = Engine(self.world, cfg, random.Random(rng.getrandbits(64)))
         opponent_rng = random.Random(rng.getrandbits(64))
         self.opponent: Opponent
-        if task == "defender":
+        factory = getattr(self, "_opponent_factory", None)
+        if factory is not None:
+            self.opponent = factory(task, opponent_rng)
+        elif task == "defender":
             ring_bot = ScriptedRing(opponent_rng)
             ring_bot.refunds = self.world.family == "refund_abuse"
             self.opponent = ring_bot
+        else:
+            self.opponent = ScriptedDefender(opponent_rng)
+        if task == "defender":  # the ring moves first, so the defender opens on real alerts
             if ring:
                 self._ring_move()
             self.engine.legit_traffic()
             self.engine.detect()
             self.world.tick += 1
-        else:
-            self.opponent = ScriptedDefender(opponent_rng)
+
+    def set_opponent(self, factory: Callable[[str, random.Random], Opponent] | None) -> None:
+        """Play the other side with ``factory(agent_role, rng)`` from the next reset on.
+
+        The opponent receives its side's view (a dict) each tick and answers a ``ToolCallAction``
+        of its side's tools, e.g. a second model behind the server; ``None`` restores the
+        scripted opponents. Its invalid calls are idle ticks.
+        """
+        self._opponent_factory = factory
 
     @property
     def family(self) -> str | None:
@@ -128,12 +143,11 @@ class FraudEnvironment(ToolEnvironment):
 
     def _defender_move(self) -> None:
         w = self.world
-        internal = {
+        internal = {  # the bank's own view: the public one plus its risk engine's internals
+            **defender_view(self.engine),
             "suspicion": dict(self.engine.susp),
             "threshold": w.freeze_threshold,
             "hold_limit": w.hold_limit,
-            "frozen": [a.id for a in w.accounts.values() if a.frozen],
-            "blocked": [m.id for m in w.merchants.values() if m.blocked],
             "alerts": [
                 {**a, "status": next(t.status for t in w.txns if t.id == a["id"])}
                 for a in self.engine.alerts
@@ -319,8 +333,8 @@ class FraudEnvironment(ToolEnvironment):
         self.engine.route(route_id)
         if not 1 <= parts <= 6:
             raise ToolError("parts must be between 1 and 6")
-        if amount <= 0:
-            raise ToolError("amount must be positive")
+        if not math.isfinite(amount) or amount <= 0:
+            raise ToolError("amount must be a positive number")
         return self._launder(
             "split_payment", lambda: self.engine.split_payment(route_id, amount, parts)
         )
@@ -383,8 +397,8 @@ class FraudEnvironment(ToolEnvironment):
         """
         self._role("fraudster", "refund_abuse")
         self.engine.route(route_id)
-        if amount <= 0:
-            raise ToolError("amount must be positive")
+        if not math.isfinite(amount) or amount <= 0:
+            raise ToolError("amount must be a positive number")
         return self._launder(
             "refund_abuse",
             lambda: self.engine.split_payment(route_id, amount, 1, refund=True),
@@ -400,8 +414,8 @@ class FraudEnvironment(ToolEnvironment):
         """
         self._role("fraudster", "cashout_attempt")
         self.engine.route(route_id)
-        if amount <= 0:
-            raise ToolError("amount must be positive")
+        if not math.isfinite(amount) or amount <= 0:
+            raise ToolError("amount must be a positive number")
         return self._launder(
             "cashout_attempt", lambda: self.engine.cashout_attempt(route_id, amount)
         )
