@@ -302,5 +302,12 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
+def __getattr__(name: str) -> Any:
+    """``env.server:app`` for ASGI runners (openenv.yaml): the app of ``$ENV_NAME``."""
+    if name == "app":
+        return create_env_app(os.environ.get("ENV_NAME", "aml"))
+    raise AttributeError(name)
+
+
 if __name__ == "__main__":
     main()
