@@ -96,13 +96,17 @@ class OpsEnvironment(ToolEnvironment):
                 f"{spec.name} does not apply to the {self.task} task; use: {', '.join(allowed)}"
             )
 
-    def _observe(self, tool_name, result, message, error, reward) -> ToolObservation:
+    def _observe(
+        self, tool_name: str | None, result: Any, message: str, error: str | None, reward: float
+    ) -> ToolObservation:
+        """The base observation, with ``tools`` narrowed to this task's family."""
         obs = super()._observe(tool_name, result, message, error, reward)
         if not obs.done:
             obs.tools = list(FAMILY_TOOLS[self.task])
         return obs
 
     def _harm(self, what: str) -> str:
+        """Count a harmful command and charge its step penalty; the grade pays later."""
         self.harmful += 1
         self.add_reward(self.config.harmful_reward)
         return f"Harmful command: {what}."
