@@ -120,7 +120,7 @@ class IncidentCase:
 
     def truth(self) -> str:
         if self.root is None:
-            return "false alarm"
+            return "case: false alarm, no root cause"
         return f"root {self.root} via {self.cause}; fix {CAUSES[self.cause][1]} on {self.root}"
 
 

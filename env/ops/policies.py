@@ -156,7 +156,7 @@ class OraclePolicy(_OpsScript):
         for person in info["participants"]:
             if person["required"]:
                 yield call("get_calendar", person=person["person"])
-        if self.answer.startswith("no"):
+        if self.answer.startswith("case: no"):
             yield call("report_no_slot", reason="no time suits every required attendee")
         else:
             yield call("book_meeting", start_utc=self.answer[5:21])
@@ -165,7 +165,7 @@ class OraclePolicy(_OpsScript):
         alerts = (yield call("list_alerts")).result["alerts"]
         for alert in alerts:
             yield call("acknowledge_alert", alert_id=alert["alert_id"])
-        if self.answer == "false alarm":
+        if self.answer.startswith("case: false alarm"):
             for service in sorted({a["service"] for a in alerts}):
                 yield call("inspect_service", service=service)
             yield call("close_incident", outcome="false_alarm")

@@ -104,7 +104,7 @@ class ScheduleCase:
     def truth(self) -> str:
         slots = self.table
         if not slots:
-            return "no feasible slot"
+            return "case: no feasible slot"
         best = max(slots.values())
         return "best " + ", ".join(fmt(u) for u, a in slots.items() if a == best)
 
