@@ -1,0 +1,274 @@
+"""Load test of the OpenEnv server: many concurrent WebSocket sessions, no cross-talk.
+
+A server process (``python -m env.server``) is started on a loopback port. Each of ``--sessions``
+clients opens its own ``/ws`` session and plays ``--steps`` tool calls on its own (task, seed)
+episodes, resetting to the next seed when an episode ends. The calls come from a seeded
+schema-driven random player (valid tools, ids taken from what the session has seen), played
+first in-process to record the expected observations; every remote observation must equal its
+in-process twin byte for byte, so one session receiving another's result (cross-talk) or any
+error shows up. Per-step latency (send to receive) gives p50/p99; steps per second is the total
+over the wall time of the stepping phase.
+
+    python benchmarks/bench_server.py --env aml --sessions 64 --steps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from env.base import ToolCallAction, ToolEnvironment, ToolObservation, ToolSpec  # noqa: E402
+from env.registry import env_class, names  # noqa: E402
+from env.server import free_port  # noqa: E402
+
+logger = logging.getLogger("bench_server")
+ROOT = Path(__file__).resolve().parents[1]
+_TOKEN = re.compile(r"\b[A-Za-z]{1,4}[-_]?\d{1,8}\b")
+
+
+class SchemaPlayer:
+    """Seeded random calls that fit the tool schemas, with ids from earlier observations."""
+
+    def __init__(self, specs: list[ToolSpec], seed: int):
+        self.rng = random.Random(seed)
+        self.specs = [s for s in specs if not s.terminal]
+        self.terminals = [s for s in specs if s.terminal]
+        self.tokens: list[str] = []
+
+    def observe(self, obs: ToolObservation) -> None:
+        text = json.dumps(obs.result, default=str)
+        self.tokens = sorted(set(self.tokens) | set(_TOKEN.findall(text)))
+
+    def act(self) -> ToolCallAction:
+        pool = self.terminals if self.rng.random() < 0.05 and self.terminals else self.specs
+        spec = self.rng.choice(pool or self.terminals)
+        props = spec.parameters.get("properties", {})
+        required = set(spec.parameters.get("required", []))
+        args = {
+            name: self._value(schema)
+            for name, schema in props.items()
+            if name in required or self.rng.random() < 0.3
+        }
+        return ToolCallAction(tool=spec.name, arguments=args)
+
+    def _value(self, schema: dict[str, Any]) -> Any:
+        if "enum" in schema:
+            return self.rng.choice(schema["enum"])
+        if "anyOf" in schema:
+            options = [s for s in schema["anyOf"] if s.get("type") != "null"] or schema["anyOf"]
+            return self._value(self.rng.choice(options))
+        kind = schema.get("type", "string")
+        if kind == "integer":
+            return self.rng.randint(0, 5)
+        if kind == "number":
+            return round(self.rng.random() * 100, 2)
+        if kind == "boolean":
+            return self.rng.random() < 0.5
+        if kind == "array":
+            return [self._value(schema.get("items", {})) for _ in range(self.rng.randint(1, 2))]
+        if kind == "object":
+            return {}
+        return self.rng.choice(self.tokens) if self.tokens else "x"
+
+
+@dataclass
+class Script:
+    """One session's messages and the observations the server must answer with."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+
+
+def canonical(obs: dict[str, Any]) -> str:
+    return json.dumps(obs, sort_keys=True)
+
+
+def build_script(cls: type[ToolEnvironment], session: int, steps: int) -> Script:
+    """Play a session in-process: the reference every remote answer is compared with."""
+    env = cls()
+    script = Script()
+    task_rng = random.Random(f"bench:{session}")
+    seed = 1000 * session
+    done = True
+    played = 0
+    while played < steps:
+        if done:
+            task = task_rng.choice(list(cls.tasks))
+            obs = env.reset(seed=seed, task=task)
+            player = SchemaPlayer(cls.tool_specs(), seed)
+            player.observe(obs)
+            script.messages.append({"type": "reset", "data": {"task": task, "seed": seed}})
+            script.expected.append(canonical(obs.model_dump(mode="json")))
+            script.kinds.append("reset")
+            seed += 1
+        action = player.act()
+        obs = env.step(action)
+        player.observe(obs)
+        done = obs.done
+        script.messages.append({"type": "step", "data": action.model_dump(exclude={"metadata"})})
+        script.expected.append(canonical(obs.model_dump(mode="json")))
+        script.kinds.append("step")
+        played += 1
+    return script
+
+
+def _remote_obs(data: dict[str, Any]) -> dict[str, Any]:
+    obs = dict(data["observation"])
+    obs["reward"], obs["done"] = data["reward"], data["done"]
+    return obs
+
+
+async def run_session(url: str, script: Script, latencies: list[float]) -> tuple[int, int]:
+    """Play a script over one WebSocket; returns (errors, mismatches)."""
+    from websockets.asyncio.client import connect
+
+    errors = mismatches = 0
+    async with connect(url, max_size=None, open_timeout=60) as ws:
+        for message, expected, kind in zip(
+            script.messages, script.expected, script.kinds, strict=True
+        ):
+            started = time.perf_counter()
+            await ws.send(json.dumps(message))
+            reply = json.loads(await ws.recv())
+            if kind == "step":
+                latencies.append(time.perf_counter() - started)
+            if reply.get("type") != "observation":
+                errors += 1
+                logger.error("session error: %s", reply)
+                continue
+            if canonical(_remote_obs(reply["data"])) != expected:
+                mismatches += 1
+        await ws.send(json.dumps({"type": "close"}))
+    return errors, mismatches
+
+
+async def load(url: str, scripts: list[Script]) -> dict[str, Any]:
+    latencies: list[float] = []
+    started = time.perf_counter()
+    results = await asyncio.gather(*(run_session(url, s, latencies) for s in scripts))
+    wall = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "wall_s": wall,
+        "steps": len(latencies),
+        "errors": sum(r[0] for r in results),
+        "mismatches": sum(r[1] for r in results),
+        "steps_per_s": len(latencies) / wall,
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+    }
+
+
+def start_server(env_name: str, port: int, sessions: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "env.server", "--env", env_name, "--port", str(port)]
+    cmd += ["--max-concurrent-envs", str(sessions), "--log-level", "warning"]
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": pythonpath})
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited during startup")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("server did not become healthy")
+
+
+def bench(env_name: str, sessions: int, steps: int) -> dict[str, Any]:
+    """Start a server, run the load, stop it; returns the figures."""
+    cls = env_class(env_name) if ":" not in env_name else _import(env_name)
+    scripts = [build_script(cls, i, steps) for i in range(sessions)]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_server(env_name, port, sessions)
+    try:
+        wait_healthy(url, proc)
+        figures = asyncio.run(load(url.replace("http", "ws") + "/ws", scripts))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    return {"env": cls.name, "sessions": sessions, "steps_per_session": steps, **figures}
+
+
+def _import(target: str) -> type[ToolEnvironment]:
+    from env.server import resolve
+
+    return resolve(target)
+
+
+def markdown(runs: list[dict[str, Any]]) -> str:
+    from benchmarks.results import machine
+
+    lines = [
+        "## bench_server: concurrent WebSocket sessions on loopback",
+        "",
+        "`python benchmarks/bench_server.py` — one server process (`python -m env.server`), "
+        "N client sessions in one asyncio process, each playing its own seeded episodes with "
+        "schema-valid random calls; every observation compared with an in-process replay.",
+        "",
+        "| env | sessions x steps | steps | errors | cross-talk mismatches | steps/s | "
+        "p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} | {r['steps']} | "
+            f"{r['errors']} | {r['mismatches']} | {r['steps_per_s']:.0f} | "
+            f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} |"
+        )
+    lines += ["", f"Measured on {machine()} (a shared 2-core machine: figures are a floor)."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", action="append", help="environment(s); default: all importable")
+    parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    envs = args.env or [n for n in names() if _imports(n)]
+    runs = [bench(name, args.sessions, args.steps) for name in envs]
+    text = markdown(runs)
+    sys.stdout.write(text + "\n")
+    if not args.no_write:
+        from benchmarks.results import write_section
+
+        write_section("bench_server", text)
+    return 0 if all(r["errors"] == 0 and r["mismatches"] == 0 for r in runs) else 1
+
+
+def _imports(name: str) -> bool:
+    try:
+        env_class(name)
+        return True
+    except ImportError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
