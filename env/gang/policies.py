@@ -1,10 +1,11 @@
 """Policies for the gang environment: an honest heuristic, random, an oracle and two degenerates.
 
-The heuristic reads observations only. It maps each alert's mutual-follow circle, scores accounts
-with a few weak signals (young, few posts, unverified email, hosting IP, photo found on the web,
-templated bio; office IPs and shared fan photos count against), keeps the alerts whose evidence
-adds up, widens their circle through the suspects' mutual follows, flags it and submits. When no
-alert looks like a gang it submits no flags (the clean answer).
+The heuristic reads observations only. It maps each alert's mutual-follow circle, scores the
+alerts with a few weak signals (young, few posts, unverified email, hosting IP, photo found on the
+web, templated bio; office IPs and shared fan photos count against), checks the best alert's circle
+by scoring one or two of its mutual follows, widens the circle through members' mutual follows
+(capped, so it never spreads into honest friend groups), flags it and submits. When no circle looks
+like a gang it submits no flags (the clean answer).
 """
 
 from __future__ import annotations
@@ -66,9 +67,8 @@ class HeuristicPolicy(_PlanPolicy):
     def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
         alerts = [a["account_id"] for a in opening.result["alerts"]]
         self.left = opening.steps_left
-        self.tight = tight = (
-            self.left <= 30
-        )  # small graphs: stop scoring as soon as the sign is clear
+        # Small budgets: three tools per account, stop scoring as soon as the sign is clear.
+        self.tight = tight = self.left <= 30
         mutual: dict[str, set[str]] = {}
         for a in alerts:
             mutual[a] = yield from self._network(a)
