@@ -137,3 +137,11 @@ def test_no_single_observed_feature_separates_gang_from_honest():
     best = max(max(a, 1 - a) for a in aucs.values())
     assert best <= 0.80, aucs
     assert best >= 0.6  # the signals are weak, not absent
+
+
+def test_explicit_step_limit_overrides_the_task_limit():
+    assert GangEnvironment(max_steps=10).reset(seed=1, task="hard").steps_left == 10
+    assert GangEnvironment(clean_share=1.0).reset(seed=1, task="hard").result["alerts"]
+    env = GangEnvironment(clean_share=1.0)
+    env.reset(seed=4, task="medium")
+    assert env.reveal()["gang"] == [] and env.reveal()["clean"]
