@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.results import machine, write_section  # noqa: E402
 from env.registry import env_class, make, policies  # noqa: E402
-from env.rollout import play  # noqa: E402
+from env.rollout import play, replay  # noqa: E402
 from env.seeds import split_seeds  # noqa: E402
 from pipeline.dataset import build_dataset  # noqa: E402
 from pipeline.prompts import render_completion  # noqa: E402
@@ -79,6 +79,12 @@ def bench_rewards(rows: list[dict]) -> dict[str, float]:
     for text in completions:
         parse_tool_calls(text)
     parse_s = time.perf_counter() - start
+    env_name = rows[0]["env"]
+    env, plans = make(env_name), [parse_tool_calls(text).calls for text in completions]
+    start = time.perf_counter()
+    for row, plan in zip(rows, plans, strict=True):
+        replay(env, row["task"], row["seed"], plan)
+    replay_s = time.perf_counter() - start
     CACHE.clear()
     start = time.perf_counter()
     for fn in funcs:
@@ -91,6 +97,7 @@ def bench_rewards(rows: list[dict]) -> dict[str, float]:
         "max_calls": max(calls),
         "replays": CACHE.replays,
         "parse_s": parse_s,
+        "replay_s": replay_s,
         "all_components_s": total_s,
     }
 
@@ -127,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {rewards['all_components_s']:.2f} s ({rewards['replays']} replays) "
             f"| <= 2 s {'ok' if ok_r else 'MISSED'} |",
             f"| parsing only, same completions | {rewards['parse_s'] * 1000:.0f} ms | - |",
+            f"| env replays only (reset + steps + report), same plans "
+            f"| {rewards['replay_s']:.2f} s | - |",
             f"| build_dataset, {dataset['rows']} rows | {dataset['build_s']:.2f} s "
             f"| <= 20 s {'ok' if ok_d else 'MISSED'} |",
         ]

@@ -104,7 +104,10 @@ def _parse_text(text: str, result: ParseResult) -> None:
         for i, match in enumerate(tagged, 1):
             body = match.group(1).strip()
             result.n_candidates += 1
-            values = _scan_json(body)
+            try:  # the common case: the tag holds exactly one JSON object
+                values = [_DECODER.decode(body)]
+            except (json.JSONDecodeError, RecursionError):
+                values = _scan_json(body)
             if not values:
                 result.errors.append(f"<tool_call> #{i}: no readable JSON ({_clip(body)})")
                 continue
@@ -118,6 +121,8 @@ def _parse_text(text: str, result: ParseResult) -> None:
 
 
 def _strip_think(text: str) -> str:
+    if "think>" not in text:
+        return text
     if "</think>" in text and "<think>" not in text.split("</think>", 1)[0]:
         # The chat template opened the think block in the prompt: drop everything before it.
         text = text.split("</think>", 1)[1]
@@ -178,11 +183,19 @@ def _take_value(value: Any, result: ParseResult, where: str) -> None:
         return
     if isinstance(value.get("function"), dict):
         value = value["function"]
-    name = next((value[k] for k in _NAME_KEYS if isinstance(value.get(k), str)), None)
+    name = None
+    for key in _NAME_KEYS:
+        if isinstance(value.get(key), str):
+            name = value[key]
+            break
     if name is None:
         result.errors.append(f"{where}: object without a tool name ({_clip(json.dumps(value))})")
         return
-    raw_args = next((value[k] for k in _ARG_KEYS if k in value), {})
+    raw_args: Any = {}
+    for key in _ARG_KEYS:
+        if key in value:
+            raw_args = value[key]
+            break
     if isinstance(raw_args, str):
         try:
             raw_args = json.loads(raw_args) if raw_args.strip() else {}

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from env.base import EpisodeReport, ToolEnvironment, ToolError
+from env.base import EpisodeReport, ToolEnvironment, ToolError, ToolSpec
 from env.registry import env_class, make
 from env.rollout import replay
 from rewards.parsing import ParseResult, parse_tool_calls
@@ -100,11 +100,15 @@ class ReplayCache:
             return Outcome(parse, None, (), False, 0, problem)
         report = replay(env, task, seed, parse.calls)
         self.replays += 1
-        return _outcome(env, parse, report)
+        return _outcome(env, parse, report, replayed=True)
 
 
-def _outcome(env: ToolEnvironment, parse: ParseResult, report: EpisodeReport) -> Outcome:
+def _outcome(
+    env: ToolEnvironment, parse: ParseResult, report: EpisodeReport, replayed: bool = False
+) -> Outcome:
+    """Judge each call; after a replay the env's trace already says which calls ran cleanly."""
     specs = type(env).tool_specs_by_name()
+    trace = env.trace if replayed else []
     limit = env.config.max_argument_chars
     quality, n_terminal, ended_at = [], 0, None
     for i, call in enumerate(parse.calls):
@@ -112,19 +116,28 @@ def _outcome(env: ToolEnvironment, parse: ParseResult, report: EpisodeReport) ->
         if ended_at is not None or i >= env.config.max_steps or spec is None:
             quality.append(QUALITY_UNKNOWN)
             continue
-        try:
-            if len(json.dumps(call["arguments"], default=str)) > limit:
-                raise ToolError("arguments too large")
-            spec.validate(call["arguments"])
-            quality.append(QUALITY_VALID)
-        except ToolError:
+        if not (i < len(trace) and trace[i].error is None) and not _schema_valid(
+            spec, call["arguments"], limit
+        ):
             quality.append(QUALITY_INVALID)
             continue
+        quality.append(QUALITY_VALID)
         if spec.terminal:
             n_terminal += 1
             ended_at = i
     terminal_last = ended_at is not None and ended_at == len(parse.calls) - 1
     return Outcome(parse, report, tuple(quality), terminal_last, n_terminal)
+
+
+def _schema_valid(spec: ToolSpec, arguments: dict[str, Any], limit: int) -> bool:
+    """Schema-valid and within the size limit (a call can be valid yet fail on an unknown id)."""
+    if len(json.dumps(arguments, default=str)) > limit:
+        return False
+    try:
+        spec.validate(arguments)
+    except ToolError:
+        return False
+    return True
 
 
 def outcome_from_env(env: ToolEnvironment, completion: Any) -> Outcome:
