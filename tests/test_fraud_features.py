@@ -41,6 +41,24 @@ def test_no_single_opening_feature_separates_the_ring():
         assert max(auc, 1 - auc) >= 0.55, f"{key} should still carry a weak signal"
 
 
+def test_merchant_features_do_not_name_the_colluding_merchant():
+    env = FraudEnvironment(family="merchant_collusion")
+    labels: list[int] = []
+    columns: dict[str, list[float]] = {"risk_score": [], "refund_rate": []}
+    for seed in split_seeds("eval", 200):
+        obs = env.reset(seed=seed, task="defender")
+        colluder = env.reveal()["colluding_merchant"]
+        if colluder is None:
+            continue
+        for merchant in obs.result["merchants"]:
+            labels.append(int(merchant["id"] == colluder))
+            for key in columns:
+                columns[key].append(merchant[key])
+    for key, values in columns.items():
+        auc = roc_auc_score(labels, values)
+        assert max(auc, 1 - auc) <= 0.80, (key, auc)
+
+
 class FreezeTopRisk(_RolePolicy):
     """The reference's winning shortcut: freeze the highest risk scores, then accuse."""
 

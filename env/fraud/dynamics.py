@@ -41,7 +41,6 @@ class Engine:
         self.ledger = Ledger()
         self.alerts: list[dict] = []
         self.ring_events: list[str] = []
-        self.defender_events: list[str] = []
         self._n = 0
 
     # ----- helpers ------------------------------------------------------------------------------

@@ -198,6 +198,8 @@ def build_world(rng: random.Random, config: FraudConfig, ring: bool) -> World:
             accounts[uid].pool = share
     low, high = config.freeze_threshold
     bias = {uid: round(rng.uniform(-config.alert_bias, config.alert_bias), 3) for uid in roles}
+    freeze_threshold = round(rng.uniform(low, high), 3)
+    blind_merchant = rng.choice(sorted(merchants))
     world = World(
         family=family,
         accounts=accounts,
@@ -205,11 +207,11 @@ def build_world(rng: random.Random, config: FraudConfig, ring: bool) -> World:
         routes=routes,
         reserves=[u for u in order if roles.get(u) == "reserve"],
         total=total,
-        freeze_threshold=round(rng.uniform(low, high), 3),
+        freeze_threshold=freeze_threshold,
         bias=bias,
         devices_left=config.fresh_devices,
+        hold_limit=round(total * rng.uniform(0.05, 0.16), 2),
+        blind_merchant=blind_merchant,
     )
     world.exposed = {r.source for r in routes.values()}
-    world.blind_merchant = rng.choice(sorted(merchants))
-    world.hold_limit = round(total * rng.uniform(0.05, 0.16), 2)
     return world
