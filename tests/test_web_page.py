@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -73,3 +74,34 @@ def test_page_resets_calls_two_tools_and_shows_their_results(tmp_path):
         finally:
             browser.close()
     assert (tmp_path / "web.png").stat().st_size > 10_000
+
+
+def test_aml_page_tracks_case_file_and_async_jobs(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from env.registry import env_class
+
+    try:
+        env_class("aml")
+    except ImportError:
+        pytest.skip("the AML environment does not import yet")
+    with ServerThread(create_env_app("aml")) as url, sync_playwright() as pw:
+        browser, page = open_page(pw, url)
+        try:
+            page.fill("#seed", "3")
+            page.click("#reset")
+            page.wait_for_function("document.getElementById('steps').textContent === '0'")
+            alert = json.loads(page.inner_text("#observation"))
+            call(page, "review_alert", 0, alert_id=alert["alert_id"])
+            txs = json.loads(page.inner_text("#observation"))["triggered_transactions"]
+            call(page, "request_wire_trace", 1, transaction_id=txs[0]["id"])
+            assert "JOB-" in page.inner_text("#jobs") and "queued" in page.inner_text("#jobs")
+            note = f"{alert['subject_id']} traded with {txs[0]['counterparty']}"
+            call(page, "write_to_case_file", 2, note=note)
+            assert note in page.inner_text("#casefile")
+            assert page.locator("#history tr").count() == 3
+            page.screenshot(path=str(tmp_path / "aml.png"), full_page=True)
+            if os.environ.get("WEB_SCREENSHOT_AML"):
+                page.screenshot(path=os.environ["WEB_SCREENSHOT_AML"], full_page=True)
+        finally:
+            browser.close()
