@@ -33,7 +33,12 @@ DRY_RUN_OVERRIDES = [
     "training.max_steps=2",
     "training.save_steps=2",
     "training.logging_steps=1",
-    "training.max_completion_length=48",
+    "training.num_generations=2",
+    "training.per_device_train_batch_size=2",
+    "training.gradient_accumulation_steps=1",
+    "training.generation_batch_size=null",
+    "training.steps_per_generation=null",
+    "training.max_completion_length=32",
     "logging.report_to=none",
 ]
 
@@ -169,11 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from rich.console import Console
 
-    from pipeline.config import ConfigError, load_config
+    from pipeline.config import ConfigError, load_config, peek_backend
 
     console = Console(stderr=True)
+    overrides = collect_overrides(args)
+    if peek_backend(args.config, overrides) == "unsloth":
+        import unsloth  # noqa: F401  - must come before trl/transformers so its patches apply
     try:
-        cfg = load_config(args.config, collect_overrides(args))
+        cfg = load_config(args.config, overrides)
     except (ConfigError, FileNotFoundError) as exc:
         console.print(f"[bold red]config error:[/] {exc}")
         return 2

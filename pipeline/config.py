@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -31,6 +32,29 @@ from pipeline.model import BACKENDS, LORA_TARGETS
 MODES = ("plan", "interactive")
 REWARD_KEYS = ("format", "investigation", "execution", "grade", "os_mechanics")
 REPORT_TO = ("none", "wandb", "trackio", "tensorboard")
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads ``1e-5`` as a string; accept exponent floats without a dot too."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(text: str) -> Any:
+    """Parse YAML with exponent floats (``1e-5``) read as numbers."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 class ConfigError(ValueError):
@@ -188,7 +212,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path = key.strip().split(".")
     if len(path) == 1 and path[0] != "output_dir" or any(not part for part in path):
         raise ConfigError(f"--set {text!r}: key must look like section.key (e.g. model.backend)")
-    return path, yaml.safe_load(raw) if raw.strip() else None
+    return path, read_yaml(raw) if raw.strip() else None
 
 
 def apply_overrides(raw: dict[str, Any], overrides: typing.Iterable[str]) -> dict[str, Any]:
@@ -279,7 +303,7 @@ def load_config(path: str | Path | None, overrides: typing.Iterable[str] = ()) -
     raw: dict[str, Any] = {}
     if path is not None:
         text = Path(path).read_text(encoding="utf-8")
-        raw = yaml.safe_load(text) or {}
+        raw = read_yaml(text) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: top level must be a mapping of sections")
     return build_config(apply_overrides(raw, overrides))
@@ -361,3 +385,16 @@ def _check_batches(t: dict[str, Any], d: DataSection) -> None:
         raise ConfigError(
             f"data.n_train {d.n_train} prompts x {g} generations < generation batch {gen_batch}"
         )
+
+
+def peek_backend(path: str | Path | None, overrides: typing.Iterable[str] = ()) -> str:
+    """The configured model backend, read without importing TRL (Unsloth must be imported first)."""
+    raw: dict[str, Any] = {}
+    if path is not None and Path(path).exists():
+        raw = read_yaml(Path(path).read_text(encoding="utf-8")) or {}
+    try:
+        raw = apply_overrides(raw, overrides)
+    except ConfigError:
+        return "cpu"  # load_config reports the error properly
+    model = raw.get("model") if isinstance(raw, dict) else None
+    return str(model.get("backend", "cpu")) if isinstance(model, dict) else "cpu"

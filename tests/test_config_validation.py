@@ -1,0 +1,81 @@
+"""Config: YAML sections, --set overrides, and up-front rejection of what cannot run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import ConfigError, build_config, load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.mark.parametrize("name", ["cpu.yaml", "colab_t4.yaml", "a100.yaml"])
+def test_shipped_configs_validate(name: str) -> None:
+    cfg = load_config(CONFIGS / name)
+    assert cfg.training["num_generations"] >= 2
+
+
+def test_set_overrides_any_key_with_yaml_values() -> None:
+    cfg = load_config(
+        CONFIGS / "cpu.yaml",
+        ["training.learning_rate=1e-6", "data.envs=[support, gang]", "model.backend=tiny"],
+    )
+    assert cfg.training["learning_rate"] == pytest.approx(1e-6)
+    assert cfg.data.envs == ["support", "gang"]
+    assert cfg.model.backend == "tiny"
+
+
+def test_later_overrides_win() -> None:
+    cfg = load_config(CONFIGS / "cpu.yaml", ["data.n_train=8", "data.n_train=16"])
+    assert cfg.data.n_train == 16
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("modle.backend=cpu", "did you mean 'model'"),
+        ("model.bakend=cpu", "did you mean 'backend'"),
+        ("training.learnig_rate=1e-5", "learning_rate"),
+        ("model.backend=gpu", "choose one of"),
+        ("data.n_train=many", "data.n_train"),
+        ("data.mode=chat", "plan or interactive"),
+        ("rewards.weights={style: 1.0}", "unknown components"),
+        ("training.use_vllm=true", "needs a CUDA backend"),
+        ("training.bf16=true", "needs a GPU"),
+        ("training.report_to=wandb", "its own section"),
+        ("hub.push=true", "hub_model_id"),
+    ],
+)
+def test_bad_keys_and_values_fail_with_a_clear_message(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(CONFIGS / "cpu.yaml", [override])
+
+
+def test_generation_batch_not_divisible_by_num_generations_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="not divisible by training.num_generations 3"):
+        load_config(CONFIGS / "cpu.yaml", ["training.num_generations=3"])
+
+
+def test_generation_batch_size_and_steps_per_generation_are_exclusive() -> None:
+    with pytest.raises(ConfigError, match="not both"):
+        load_config(
+            CONFIGS / "cpu.yaml",
+            ["training.generation_batch_size=8", "training.steps_per_generation=2"],
+        )
+
+
+def test_four_bit_backends_need_lora() -> None:
+    with pytest.raises(ConfigError, match="peft.enabled=true"):
+        build_config({"model": {"backend": "bnb4bit"}, "peft": {"enabled": False}})
+
+
+def test_malformed_override_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="section.key=value"):
+        load_config(CONFIGS / "cpu.yaml", ["learning_rate"])
+
+
+def test_defaults_alone_make_a_valid_config() -> None:
+    cfg = build_config({"training": {"num_generations": 4, "per_device_train_batch_size": 4}})
+    assert cfg.model.name_or_path == "smollm2" and cfg.data.mode == "plan"
