@@ -245,3 +245,16 @@ def _wait_healthy(url: str, timeout_s: float = 60) -> bool:
         except httpx.HTTPError:
             time.sleep(0.2)
     return False
+
+
+def test_openenv_mcp_tool_client_investigates_a_case(server):
+    from openenv.core.mcp_client import MCPToolClient
+
+    with MCPToolClient(base_url=server).sync() as mcp:
+        assert [t.name for t in mcp.list_tools()][:2] == [RESET_TOOL, "open_drawer"]
+        opening = mcp.call_tool(RESET_TOOL, task="large", seed=8)
+        contents = [mcp.call_tool("open_drawer", drawer=d) for d in opening["result"]["drawers"]]
+        code = next(c["result"]["content"] for c in contents if c["result"]["content"])
+        final = mcp.call_tool("name_code", code=code)
+    assert final["done"] and final["grade"]["total"] == 1.0
+    assert final["step"] == len(contents) + 1
