@@ -27,6 +27,9 @@ _NAME_KEYS = ("tool", "name", "tool_name", "function_name")
 _ARG_KEYS = ("arguments", "args", "parameters", "input", "kwargs")
 
 
+MAX_ERRORS = 20  # beyond this only the count grows: a junk completion must stay cheap to log
+
+
 @dataclass
 class ParseResult:
     """Calls found in a completion, in order, and why other call-like parts were not read.
@@ -38,6 +41,13 @@ class ParseResult:
     calls: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     n_candidates: int = 0
+
+    def error(self, message: str) -> None:
+        """Record why a call-like part was not read (capped; the count is kept)."""
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(message)
+        elif len(self.errors) == MAX_ERRORS:
+            self.errors.append("more unreadable parts not listed")
 
     @property
     def ok(self) -> bool:
@@ -68,9 +78,9 @@ def parse_tool_calls(completion: Any) -> ParseResult:
             for message in completion:
                 _parse_message(message, result)
         elif completion is not None:
-            result.errors.append(f"unsupported completion type {type(completion).__name__}")
+            result.error(f"unsupported completion type {type(completion).__name__}")
     except RecursionError:
-        result.errors.append("completion nested too deeply to read")
+        result.error("completion nested too deeply to read")
     return result
 
 
@@ -79,7 +89,7 @@ def _parse_message(message: Any, result: ParseResult) -> None:
         _parse_text(message, result)
         return
     if not isinstance(message, dict):
-        result.errors.append(f"message of type {type(message).__name__} ignored")
+        result.error(f"message of type {type(message).__name__} ignored")
         return
     if message.get("role", "assistant") != "assistant":
         return
@@ -109,7 +119,7 @@ def _parse_text(text: str, result: ParseResult) -> None:
             except (json.JSONDecodeError, RecursionError):
                 values = _scan_json(body)
             if not values:
-                result.errors.append(f"<tool_call> #{i}: no readable JSON ({_clip(body)})")
+                result.error(f"<tool_call> #{i}: no readable JSON ({_clip(body)})")
                 continue
             for value in values:
                 _take_value(value, result, where=f"<tool_call> #{i}")
@@ -139,12 +149,19 @@ def _scan_json(text: str, result: ParseResult | None = None) -> list[Any]:
         if not starts:
             break
         i = min(starts)
+        if not _plausible_start(text, i):
+            i += 1
+            continue
         try:
             value, end = _DECODER.raw_decode(text, i)
-        except (json.JSONDecodeError, RecursionError):
+        except RecursionError:
+            if result is not None:
+                result.error("JSON nested too deeply; the rest of the text was not read")
+            break
+        except json.JSONDecodeError:
             if text[i] == "{" and result is not None and _looks_like_call(text, i):
                 result.n_candidates += 1
-                result.errors.append(f"unreadable JSON call ({_clip(text[i:])})")
+                result.error(f"unreadable JSON call ({_clip(text[i:])})")
             i += 1
             continue
         if isinstance(value, dict) or (
@@ -155,6 +172,18 @@ def _scan_json(text: str, result: ParseResult | None = None) -> list[Any]:
     return values
 
 
+def _plausible_start(text: str, start: int) -> bool:
+    """Cheap pre-check so runs of brackets in junk text do not cost a decode attempt each."""
+    j = start + 1
+    while j < len(text) and text[j] in " \t\r\n":
+        j += 1
+    if j >= len(text):
+        return False
+    if text[start] == "{":
+        return text[j] in '"}'
+    return text[j] == "{"
+
+
 def _looks_like_call(text: str, start: int) -> bool:
     head = text[start : start + 40]
     return any(f'"{key}"' in head for key in _NAME_KEYS)
@@ -163,7 +192,7 @@ def _looks_like_call(text: str, start: int) -> bool:
 def _take_value(value: Any, result: ParseResult, where: str) -> None:
     if isinstance(value, list):
         if not value:
-            result.errors.append(f"{where}: empty list")
+            result.error(f"{where}: empty list")
         for item in value:
             _take_value(item, result, where)
         return
@@ -171,12 +200,12 @@ def _take_value(value: Any, result: ParseResult, where: str) -> None:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            result.errors.append(f"{where}: not JSON ({_clip(value)})")
+            result.error(f"{where}: not JSON ({_clip(value)})")
             return
         _take_value(value, result, where)
         return
     if not isinstance(value, dict):
-        result.errors.append(f"{where}: expected an object, got {type(value).__name__}")
+        result.error(f"{where}: expected an object, got {type(value).__name__}")
         return
     if isinstance(value.get("tool_calls"), list):
         _take_value(value["tool_calls"], result, where)
@@ -189,7 +218,7 @@ def _take_value(value: Any, result: ParseResult, where: str) -> None:
             name = value[key]
             break
     if name is None:
-        result.errors.append(f"{where}: object without a tool name ({_clip(json.dumps(value))})")
+        result.error(f"{where}: object without a tool name ({_clip(json.dumps(value))})")
         return
     raw_args: Any = {}
     for key in _ARG_KEYS:
@@ -200,12 +229,12 @@ def _take_value(value: Any, result: ParseResult, where: str) -> None:
         try:
             raw_args = json.loads(raw_args) if raw_args.strip() else {}
         except json.JSONDecodeError:
-            result.errors.append(f"{where}: arguments of {name} are not JSON")
+            result.error(f"{where}: arguments of {name} are not JSON")
             return
     if raw_args is None:
         raw_args = {}
     if not isinstance(raw_args, dict):
-        result.errors.append(f"{where}: arguments of {name} are not an object")
+        result.error(f"{where}: arguments of {name} are not an object")
         return
     result.calls.append({"tool": name, "arguments": raw_args})
 

@@ -98,9 +98,13 @@ class ReplayCache:
         except (KeyError, ValueError, ImportError, TypeError) as exc:
             problem = str(exc.args[0]) if exc.args else type(exc).__name__
             return Outcome(parse, None, (), False, 0, problem)
-        report = replay(env, task, seed, parse.calls)
-        self.replays += 1
-        return _outcome(env, parse, report, replayed=True)
+        try:
+            report = replay(env, task, seed, parse.calls)
+            self.replays += 1
+            return _outcome(env, parse, report, replayed=True)
+        except Exception as exc:  # an environment bug must not stop training: score it 0
+            logger.exception("replay of %s/%s/%s failed", env_name, task, seed)
+            return Outcome(parse, None, (), False, 0, f"replay failed: {type(exc).__name__}")
 
 
 def _outcome(
@@ -142,7 +146,12 @@ def _schema_valid(spec: ToolSpec, arguments: dict[str, Any], limit: int) -> bool
 
 def outcome_from_env(env: ToolEnvironment, completion: Any) -> Outcome:
     """The outcome of an episode TRL already ran (interactive mode): no replay needed."""
-    return _outcome(env, parse_tool_calls(completion), env.report())
+    parse = parse_tool_calls(completion)
+    try:
+        return _outcome(env, parse, env.report())
+    except Exception as exc:  # e.g. the adapter never reset its environment
+        logger.exception("reading the interactive episode of %s failed", env.name)
+        return Outcome(parse, None, (), False, 0, f"episode unreadable: {type(exc).__name__}")
 
 
 def _completion_key(completion: Any) -> str:

@@ -62,3 +62,15 @@ def test_null_arguments_mean_no_arguments():
     assert parse_tool_calls('{"name": "a", "arguments": null}').calls == [
         {"tool": "a", "arguments": {}}
     ]
+
+
+def test_pathological_bracket_runs_stay_cheap():
+    import time
+
+    for junk in ["[" * 20_000, "{" * 20_000, '{"a": ' * 5_000, "<tool_call>" * 5_000]:
+        start = time.perf_counter()
+        result = parse_tool_calls(junk + '{"name": "after"}')
+        assert time.perf_counter() - start < 1.0
+        assert len(result.errors) <= 21
+    many = parse_tool_calls('{"name": "x", "arguments": {' * 300)
+    assert many.n_candidates == 300 and len(many.errors) == 21

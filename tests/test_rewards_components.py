@@ -137,3 +137,21 @@ def test_interactive_mode_reads_the_finished_environment_instead_of_replaying():
     assert grade_reward(None, [messages], **kw) == [episode.report.grade.total]
     assert format_reward(None, [messages], **kw) == [1.0]
     assert CACHE.replays == 0
+
+
+def test_conversational_plan_completion_scores_like_its_text():
+    text, _ = _heuristic_plan()
+    as_messages = [{"role": "assistant", "content": text}]
+    funcs, _ = build_reward_functions()
+    for fn in funcs:
+        assert fn(None, [as_messages], **_kw(1)) == fn(None, [text], **_kw(1))
+
+
+def test_an_interactive_environment_that_never_started_scores_zero_without_raising():
+    class Adapter:
+        env = make(ENV)  # never reset: no world to grade
+
+    kw = {**_kw(1), "environments": [Adapter()]}
+    funcs, _ = build_reward_functions()
+    for fn in funcs:
+        assert fn(None, ["<tool_call>{}</tool_call>"], **kw) in ([0.0], [None])
