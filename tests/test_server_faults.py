@@ -8,6 +8,7 @@ import time
 import httpx
 import pytest
 from test_server_app import VaultEnv
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from env.server import ServerThread, create_env_app
@@ -86,6 +87,11 @@ def test_one_megabyte_payload_is_refused_clearly(server, witness):
     )
     assert big.status_code == 200 and "too large" in big.json()["observation"]["error"]
     s.close()
+    huge = Session(server)  # past the 4 MB frame limit the socket is closed (1009)
+    huge.ws.send(json.dumps({"type": "step", "data": {"tool": "shout", "x": "z" * 5_000_000}}))
+    with pytest.raises(ConnectionClosed) as closed:
+        huge.ws.recv(timeout=30)
+    assert closed.value.rcvd.code == 1009
 
 
 def test_client_disconnecting_mid_episode_frees_its_session(server, witness):
