@@ -67,9 +67,9 @@ class FraudConfig(EnvConfig):
     defender_weights: dict[str, float] = Field(
         default={
             "decision": 0.15,
-            "precision": 0.15,
+            "precision": 0.2,
             "recall": 0.15,
-            "prevented_loss": 0.3,
+            "prevented_loss": 0.25,
             "speed": 0.1,
             "friction": 0.15,
         },
