@@ -128,3 +128,19 @@ def test_session_cap_reached_is_a_capacity_error(server, witness):
     for s in held:
         assert s.step("shout")["type"] == "observation"
         s.close()
+
+
+def test_idle_sessions_are_reaped_after_the_timeout():
+    app = create_env_app(VaultEnv, max_concurrent_envs=2, session_timeout_s=1.0)
+    with ServerThread(app) as url:
+
+        def rpc(method: str, params: dict) -> dict:
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            return httpx.post(f"{url}/mcp", json=body).json()
+
+        sid = rpc("openenv/session/create", {})["result"]["session_id"]
+        ok = rpc("tools/call", {"name": "reset_episode", "arguments": {}, "session_id": sid})
+        assert ok["result"]["step"] == 0
+        time.sleep(7)  # OpenEnv's reaper wakes every max(timeout / 4, 5) s
+        gone = rpc("tools/call", {"name": "shout", "arguments": {}, "session_id": sid})
+    assert "Unknown session_id" in gone["error"]["message"]
