@@ -104,6 +104,7 @@ class AMLEnvironment(AMLTools, ToolEnvironment):
         w = self.world
         return {
             "verdict": w.verdict,
+            "clean": w.verdict == "clean",
             "typology": w.typology,
             "category": w.category,
             "variant": w.variant or None,
