@@ -26,27 +26,33 @@ from env.registry import env_class
 
 MODES = ("plan", "interactive")
 
-_PLAN_FORMAT = """\
-## Output format
-Write the whole investigation in this one reply. Put every tool call on its own line as
-<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>
-with arguments as a JSON object that matches the tool's signature. The calls run in the order you
-write them and you do not see their results, so take ids and amounts from the case in front of
-you. End with exactly one terminal tool
-({terminals}); nothing after it runs. You may think first inside <think>...</think>."""
+_PLAN_FORMAT = (
+    "## Output format\n"
+    "Write the whole investigation in this one reply. Put every tool call on its own line as\n"
+    '<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>\n'
+    "with arguments as a JSON object that matches the tool's signature. The calls run in the "
+    "order you write them and you do not see their results, so take ids and amounts from the "
+    "case in front of you. End with exactly one terminal tool ({terminals}); nothing after it "
+    "runs. You may think first inside <think>...</think>."
+)
 
-_INTERACTIVE_FORMAT = """\
-## Protocol
-Call the tools one at a time; after each call you receive its result and then choose the next
-call. Ids you need come from earlier results. Finish with exactly one terminal tool
-({terminals}), which ends the case."""
+_INTERACTIVE_FORMAT = (
+    "## Protocol\n"
+    "Call the tools one at a time; after each call you receive its result and then choose the "
+    "next call. Ids you need come from earlier results. Finish with exactly one terminal tool "
+    "({terminals}), which ends the case."
+)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _tool_lines(spec: ToolSpec) -> list[str]:
-    lines = [f"- {spec.signature()}: {spec.description}"]
+    lines = [f"- {spec.signature()}: {_one_line(spec.description)}"]
     for arg, schema in spec.parameters.get("properties", {}).items():
         if schema.get("description"):
-            lines.append(f"    {arg}: {schema['description']}")
+            lines.append(f"    {arg}: {_one_line(schema['description'])}")
     return lines
 
 
@@ -74,7 +80,8 @@ def system_prompt(env_name: str, mode: str = "plan") -> str:
             by_kind.setdefault("terminal" if spec.terminal else spec.kind, []).append(spec)
         tool_text = ["## Tools"]
         for kind, group in by_kind.items():
-            tool_text.append(f"{kind.replace('_', ' ').capitalize()} tools:")
+            label = kind.upper() if len(kind) <= 3 else kind.replace("_", " ").capitalize()
+            tool_text.append(f"{label} tools:")
             for spec in group:
                 tool_text.extend(_tool_lines(spec))
         parts.append("\n".join(tool_text))
