@@ -94,6 +94,8 @@ def _parse_message(message: Any, result: ParseResult) -> None:
     if message.get("role", "assistant") != "assistant":
         return
     content = message.get("content")
+    if message.get("tool_calls"):
+        content = None  # structured calls win; text beside them is commentary, not more calls
     if isinstance(content, str):
         _parse_text(content, result)
     elif isinstance(content, list):

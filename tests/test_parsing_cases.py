@@ -74,3 +74,13 @@ def test_pathological_bracket_runs_stay_cheap():
         assert len(result.errors) <= 21
     many = parse_tool_calls('{"name": "x", "arguments": {' * 300)
     assert many.n_candidates == 300 and len(many.errors) == 21
+
+
+def test_structured_tool_calls_are_not_counted_again_from_the_text():
+    call = {"type": "function", "function": {"name": "a", "arguments": {"x": 1}}}
+    message = {
+        "role": "assistant",
+        "content": '<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>',
+        "tool_calls": [call],
+    }
+    assert parse_tool_calls([message]).calls == [{"tool": "a", "arguments": {"x": 1}}]
