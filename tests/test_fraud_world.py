@@ -27,10 +27,11 @@ def test_observation_lists_only_the_roles_tools_and_the_other_side_is_an_error()
     env = FraudEnvironment()
     assert set(env.reset(seed=1, task="defender").tools) == set(DEFENDER_TOOLS)
     obs = call(env, "cashout_attempt", route_id="R1", amount=10.0)
-    assert obs.error and "fraudster tool" in obs.error and env.world.tick == 1
+    assert obs.error and "fraudster tool" in obs.error
+    assert env.world.tick == 2, "a failed call still costs world time"
     assert set(env.reset(seed=1, task="fraudster").tools) == set(FRAUDSTER_TOOLS)
     obs = call(env, "freeze", account_id="U01")
-    assert obs.error and "defender tool" in obs.error and env.world.tick == 0
+    assert obs.error and "defender tool" in obs.error and env.world.tick == 1
     assert set(DEFENDER_TOOLS) | set(FRAUDSTER_TOOLS) == set(FraudEnvironment.tool_specs_by_name())
 
 

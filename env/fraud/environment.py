@@ -118,6 +118,24 @@ class FraudEnvironment(DefenderTools, RingTools, ToolEnvironment):
 
     # ----- one tick -----------------------------------------------------------------------------
 
+    def _coerce(self, action: Any) -> tuple[str, dict[str, Any], str | None]:
+        name, arguments, error = super()._coerce(action)
+        if error is not None:
+            self._idle_tick()
+        return name, arguments, error
+
+    def _dispatch(self, name: str, arguments: dict[str, Any]) -> tuple[Any, str]:
+        try:
+            return super()._dispatch(name, arguments)
+        except ToolError:
+            self._idle_tick()
+            raise
+
+    def _idle_tick(self) -> None:
+        """A call that fails still costs world time: the other side moves while the agent fumbles."""
+        if self._started and not self.done:
+            self._tick(lambda: None)
+
     def _role(self, role: str, name: str) -> None:
         if self.task != role:
             raise ToolError(f"{name} is a {role} tool; you play the {self.task}")
@@ -232,9 +250,10 @@ class FraudEnvironment(DefenderTools, RingTools, ToolEnvironment):
             "alert_bias": dict(w.bias),
             "blind_merchant": w.blind_merchant,
         }
+        truth["clean"] = not w.ring
+        truth["verdict"] = "ring_present" if w.ring else "no_ring"
         if self.task == "defender":
             truth["family"] = w.family
-            truth["verdict"] = "ring_present" if w.ring else "no_ring"
             colluders = [m.id for m in w.merchants.values() if m.colluding]
             truth["colluding_merchant"] = colluders[0] if colluders else None
             truth["routes"] = {r.id: [r.source, r.merchant, r.mule] for r in w.routes.values()}

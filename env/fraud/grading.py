@@ -4,7 +4,8 @@ Defender: the verdict (``close_case`` or stopping every route), precision and re
 restrictions (freezes and merchant blocks) against the ring entities that actually carried money,
 the share of the stolen total kept from being withdrawn, how early the first correct hit came
 (scaled by precision, so blind freezing is not fast), and customer friction (legitimate customers
-frozen, blocked, held or challenged). A clean world asks for a "clean" verdict and no friction.
+frozen, blocked, held or challenged). A clean world asks for a "clean" verdict and no friction;
+its precision, recall and prevented loss are earned by closing the case, not by idling.
 
 Fraudster: laundered share (of the fraud threshold), stealth (ring entities untouched, counted only
 as far as money actually moved, so idling is not stealthy), and the getaway (``exit_scheme`` or
@@ -50,10 +51,12 @@ def defender_grade(engine: Engine, decision: str | None, max_steps: int) -> Grad
         hits += [t.tick for t in w.txns if t.status == "held" and t.route]
         speed = (1.0 - min(hits) / max_steps) * precision if hits else 0.0
     else:
+        # nothing to find or stop: these parts are earned by closing the case, not by idling
         correct_verdict = decision == "clean"
-        precision = 0.0 if restricted else 1.0
-        recall = 1.0
-        prevented = 1.0
+        closed = float(decision is not None)
+        precision = 0.0 if restricted else closed
+        recall = closed
+        prevented = closed
         close = ledger.close_tick if ledger.close_tick is not None else max_steps
         speed = (1.0 - close / max_steps) if correct_verdict else 0.0
     parts = {
