@@ -69,6 +69,11 @@ class AMLConfig(EnvConfig):
         default={"easy": 0.0, "medium": 0.4, "hard": 0.8},
         description="Chance a suspicious case hides its evidence (deeper chains, forged papers)",
     )
+    camouflage: dict[str, float] = Field(
+        default={"easy": 0.0, "medium": 0.25, "hard": 0.5},
+        description="Chance a case also carries a benign surface of another family (an invoice, "
+        "cash deposits, a family tablet), so routing by the first anomaly is not enough",
+    )
     efficient_steps: int = Field(
         default=14, ge=1, description="Steps a thorough investigation needs; more costs efficiency"
     )

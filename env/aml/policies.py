@@ -52,14 +52,20 @@ class ScriptedPolicy:
 class Investigator(ScriptedPolicy):
     """The honest heuristic: route by observed activity, check the separating evidence, decide."""
 
-    def family(self, env: ToolEnvironment, profile: dict, txns: list[dict]) -> str:
+    def families(self, env: ToolEnvironment, profile: dict, txns: list[dict]) -> list[str]:
+        """Every family whose surface shows, most specific first; companies end with ownership."""
+        found = []
         if any("invoice" in r for r in txns):
-            return "trade_based"
+            found.append("trade_based")
         if len(_cash_in(txns)) >= 5:
-            return "structuring"
+            found.append("structuring")
         if _pass_through(txns)[0] is not None:
-            return "layering"
-        return "mule_ring" if profile.get("type") == "individual" else "sanctions_evasion"
+            found.append("layering")
+        if profile.get("type") == "individual":
+            found.append("mule_ring")
+        elif profile.get("company_id"):
+            found.append("sanctions_evasion")
+        return found or ["sanctions_evasion"]
 
     def script(self, env: ToolEnvironment, opening: ToolObservation) -> Script:
         alert = opening.result
@@ -69,11 +75,17 @@ class Investigator(ScriptedPolicy):
         txns = ((yield call("query_transactions", customer_id=subj)).result or {}).get(
             "transactions", []
         )
-        family = self.family(env, profile, txns)
-        case = Case(subj)
-        routine = ROUTINES[family]
-        yield from routine(case, profile, txns)
+        case, family, clean_evidence = Case(subj), "", []
+        for candidate in self.families(env, profile, txns):
+            case = Case(subj)
+            yield from ROUTINES[candidate](case, profile, txns)
+            clean_evidence += case.clean_evidence
+            if case.suspicious:
+                family = candidate
+                break
+        case.clean_evidence = list(dict.fromkeys(e for e in clean_evidence if e))
         suspicious, case = self.verdict(env, case)
+        family = family or self._family_hint()
         note = "Case notes: " + " ".join(sorted(case.entities | set(case.evidence)))
         yield call("write_to_case_file", note=note)
         if suspicious:
@@ -89,6 +101,9 @@ class Investigator(ScriptedPolicy):
         else:
             reason = "Activity explained by the evidence: " + ", ".join(case.clean_evidence)
             yield call("close_alert", reason=reason)
+
+    def _family_hint(self) -> str:
+        return "structuring"
 
     def verdict(self, env: ToolEnvironment, case: Case) -> tuple[bool, Case]:
         return case.suspicious, case
@@ -247,7 +262,10 @@ class Oracle(Investigator):
         self._family = env.world.family
         super().reset(env, observation)
 
-    def family(self, env: ToolEnvironment, profile: dict, txns: list[dict]) -> str:
+    def families(self, env: ToolEnvironment, profile: dict, txns: list[dict]) -> list[str]:
+        return [self._family]
+
+    def _family_hint(self) -> str:
         return self._family
 
     def verdict(self, env: ToolEnvironment, case: Case) -> tuple[bool, Case]:

@@ -28,12 +28,12 @@ HOLDINGS = ("shipping agent", "commodity broker", "real estate manager", "tradin
 
 def build(b: Builder) -> None:
     """Fill ``b.w`` with one case: subject, ordinary activity, decoys and the family pattern."""
-    w, rng = b.w, b.rng
+    w = b.w
     clean = w.verdict == "clean"
     if w.family == "mule_ring":
         kind, pool = "individual", JOBS
     elif w.family == "structuring":
-        kind, pool = rng.choice(("individual", "business")), CASH_BUSINESSES
+        kind, pool = b.pick(("individual", "business")), CASH_BUSINESSES
     else:
         kind = "business"
         pool = {"layering": WIRE_BUSINESSES, "trade_based": TRADE_BUSINESSES}.get(
@@ -41,20 +41,21 @@ def build(b: Builder) -> None:
         )
     subject = b.party(
         kind,
-        occupation=rng.choice(JOBS if kind == "individual" else pool),
-        income=rng.randrange(28, 95) * 1000
-        if kind == "individual"
-        else rng.randrange(3, 40) * 10**5,
-        opened_days=rng.randrange(200, 4000),
-        risk_rating=rng.choice(("low", "medium", "high")),
+        occupation=b.pick(JOBS if kind == "individual" else pool),
+        income=b.rr(28, 95) * 1000 if kind == "individual" else b.rr(3, 40) * 10**5,
+        opened_days=b.rr(200, 4000),
+        risk_rating=b.pick(("low", "medium", "high")),
     )
     w.subject = subject.id
     w.entities.add(subject.id)
-    for goods in GOODS:
-        w.market_refs[goods] = b.new_id("MP", 4)
+    base = b.rr(1000, 9000)
+    for i, goods in enumerate(GOODS):
+        w.market_refs[goods] = f"MP-{1000 + (base + 1231 * i) % 9000}"
     _ordinary(b, subject)
     _decoys(b, subject)
     PATTERNS[(w.family, clean)](b, subject)
+    if b.chance(b.cfg.camouflage):
+        _camouflage(b, subject)
     if clean:
         w.entities = set()
     if subject.kind == "business" and subject.company is None:
@@ -67,7 +68,6 @@ def build(b: Builder) -> None:
 
 
 def _ordinary(b: Builder, s: Party) -> None:
-    rng = b.rng
     merchants = [b.party("merchant", occupation="retail") for _ in range(2)]
     if s.kind == "individual":
         employer = b.party("business", occupation="employer")
@@ -76,36 +76,36 @@ def _ordinary(b: Builder, s: Party) -> None:
     else:
         client = b.party("business", occupation="customer")
         for month in range(3):
-            b.txn(8 + 30 * month, client.id, s.id, rng.uniform(8e3, 4e4), "ach", "invoice payment")
-    for _ in range(rng.randint(2, 4)):
-        b.txn(rng.randrange(0, 90), s.id, rng.choice(merchants).id, rng.uniform(20, 900), "card")
-    for _ in range(rng.randint(0, 2)):
-        b.txn(rng.randrange(0, 90), "CASH", s.id, rng.uniform(100, 3000), "cash", "branch deposit")
+            b.txn(8 + 30 * month, client.id, s.id, b.uni(8e3, 4e4), "ach", "invoice payment")
+    for _ in range(b.ri(2, 4)):
+        b.txn(b.rr(0, 90), s.id, b.pick(merchants).id, b.uni(20, 900), "card")
+    for _ in range(b.ri(0, 2)):
+        b.txn(b.rr(0, 90), "CASH", s.id, b.uni(100, 3000), "cash", "branch deposit")
 
 
 def _decoys(b: Builder, s: Party) -> None:
-    rng, task = b.rng, b.task
+    task = b.task
     decoys = [
-        b.party(rng.choice(("individual", "business")), opened_days=rng.randrange(100, 5000))
+        b.party(b.pick(("individual", "business")), opened_days=b.rr(100, 5000))
         for _ in range(b.cfg.decoy_customers.get(task, 2))
     ]
     for _ in range(b.cfg.decoy_transactions.get(task, 4)):
-        d = rng.choice(decoys)
-        src, dst = (d.id, s.id) if rng.random() < 0.5 else (s.id, d.id)
-        b.txn(rng.randrange(0, 90), src, dst, rng.uniform(50, 6000), rng.choice(("ach", "wire")))
+        d = b.pick(decoys)
+        src, dst = (d.id, s.id) if b.rand() < 0.5 else (s.id, d.id)
+        b.txn(b.rr(0, 90), src, dst, b.uni(50, 6000), b.pick(("ach", "wire")))
 
 
 def _structuring(b: Builder, s: Party) -> None:
-    rng, w, t = b.rng, b.w, b.cfg.cash_threshold
+    w, t = b.w, b.cfg.cash_threshold
     evade = b.chance(b.cfg.evasion)
-    smurfs = [b.party("individual") for _ in range(rng.randint(2, 3))] if evade else []
+    smurfs = [b.party("individual") for _ in range(b.ri(2, 3))] if evade else []
     low = 0.80 if evade else 0.90
-    start = rng.randrange(40, 70)
+    start = b.rr(40, 70)
     ids = []
-    for _ in range(rng.randint(6, 10)):
-        src = rng.choice(smurfs).id if smurfs and rng.random() < 0.7 else "CASH"
-        day = start + rng.randrange(0, 18)
-        ids.append(b.txn(day, src, s.id, rng.uniform(low * t, t - 60), "cash", "branch deposit").id)
+    for _ in range(b.ri(6, 10)):
+        src = b.pick(smurfs).id if smurfs and b.rand() < 0.7 else "CASH"
+        day = start + b.rr(0, 18)
+        ids.append(b.txn(day, src, s.id, b.uni(low * t, t - 60), "cash", "branch deposit").id)
     ref = b.sof(
         s.id,
         "unverified",
@@ -118,29 +118,29 @@ def _structuring(b: Builder, s: Party) -> None:
 
 
 def _seasonal(b: Builder, s: Party) -> None:
-    rng, w, t = b.rng, b.w, b.cfg.cash_threshold
-    start = rng.randrange(30, 60)
+    w, t = b.w, b.cfg.cash_threshold
+    start = b.rr(30, 60)
     ids = []
-    for i in range(rng.randint(8, 13)):
-        amount = rng.uniform(1.05 * t, 2.4 * t) if i < 3 or rng.random() < 0.3 else None
-        amount = amount or rng.uniform(0.15 * t, 0.8 * t)
-        ids.append(b.txn(start + rng.randrange(0, 30), "CASH", s.id, amount, "cash", "deposit").id)
+    for i in range(b.ri(8, 13)):
+        amount = b.uni(1.05 * t, 2.4 * t) if i < 3 or b.rand() < 0.3 else None
+        amount = amount or b.uni(0.15 * t, 0.8 * t)
+        ids.append(b.txn(start + b.rr(0, 30), "CASH", s.id, amount, "cash", "deposit").id)
     noisy = b.chance(b.cfg.noise)
-    if noisy and rng.random() < 0.5:
-        for _ in range(rng.randint(1, 3)):
+    if noisy and b.rand() < 0.5:
+        for _ in range(b.ri(1, 3)):
             ids.append(
                 b.txn(
-                    start + rng.randrange(0, 30),
+                    start + b.rr(0, 30),
                     "CASH",
                     s.id,
-                    rng.uniform(0.86 * t, t - 80),
+                    b.uni(0.86 * t, t - 80),
                     "cash",
                     "deposit",
                 ).id
             )
     ctrs = {w.txns[i].ctr for i in ids if w.txns[i].ctr}
     w.facts = {"reported_cash": ctrs}
-    if noisy and rng.random() < 0.5:
+    if noisy and b.rand() < 0.5:
         b.sof(s.id, "pending", "Documents requested; not yet received.", "Request sent.")
     else:
         ref = b.sof(
@@ -154,31 +154,31 @@ def _seasonal(b: Builder, s: Party) -> None:
 
 
 def _layering(b: Builder, s: Party) -> None:
-    rng, w = b.rng, b.w
+    w = b.w
     evade = b.chance(b.cfg.evasion)
     shell = b.party(
         "business",
-        country=rng.choice(HIGH_RISK),
-        opened_days=rng.randrange(20, 150),
+        country=b.pick(HIGH_RISK),
+        opened_days=b.rr(20, 150),
         occupation="holding company",
     )
     src = shell
     if evade:
-        src = b.party("business", country=rng.choice(ORDINARY), occupation="payment services")
+        src = b.party("business", country=b.pick(ORDINARY), occupation="payment services")
         w.entities.add(src.id)
-    amount = rng.uniform(8e4, 4e5)
-    day = rng.randrange(45, 80)
+    amount = b.uni(8e4, 4e5)
+    day = b.rr(45, 80)
     wire_in = b.txn(day, src.id, s.id, amount, "wire", "consultancy fees")
     outs = []
     recipients = [
-        b.party("business", country=rng.choice(ORDINARY if evade else HIGH_RISK + ORDINARY))
-        for _ in range(rng.randint(3, 5))
+        b.party("business", country=b.pick(ORDINARY if evade else HIGH_RISK + ORDINARY))
+        for _ in range(b.ri(3, 5))
     ]
     for r in recipients:
-        part = amount * 0.95 / len(recipients) * rng.uniform(0.8, 1.2)
-        outs.append(b.txn(day + rng.randint(0, 2), s.id, r.id, part, "wire", "services").id)
-        onward = b.party("business", country=rng.choice(HIGH_RISK))
-        b.txn(day + rng.randint(2, 4), r.id, onward.id, part * 0.97, "wire", "transfer")
+        part = amount * 0.95 / len(recipients) * b.uni(0.8, 1.2)
+        outs.append(b.txn(day + b.ri(0, 2), s.id, r.id, part, "wire", "services").id)
+        onward = b.party("business", country=b.pick(HIGH_RISK))
+        b.txn(day + b.ri(2, 4), r.id, onward.id, part * 0.97, "wire", "transfer")
     ref = b.new_id("WT")
     w.traces[wire_in.id] = {
         "reference": ref,
@@ -196,15 +196,15 @@ def _layering(b: Builder, s: Party) -> None:
 
 
 def _payroll(b: Builder, s: Party) -> None:
-    rng, w = b.rng, b.w
+    w = b.w
     operating = b.party("business", name=s.name + " (operating)", occupation="own account")
     staff = [
-        (b.party("individual", occupation=rng.choice(JOBS)), rng.uniform(2e3, 6e3))
-        for _ in range(rng.randint(6, 10))
+        (b.party("individual", occupation=b.pick(JOBS)), b.uni(2e3, 6e3))
+        for _ in range(b.ri(6, 10))
     ]
     refs, first = [], None
     for cycle in range(2):
-        day = 55 + 30 * cycle + rng.randint(0, 3)
+        day = 55 + 30 * cycle + b.ri(0, 3)
         total = sum(pay for _, pay in staff)
         wire = b.txn(day, operating.id, s.id, total * 1.01, "wire", "payroll funding")
         first = first or wire
@@ -226,7 +226,7 @@ def _payroll(b: Builder, s: Party) -> None:
         b.txn(
             86,
             person.id,
-            b.party("business", country=rng.choice(HIGH_RISK)).id,
+            b.party("business", country=b.pick(HIGH_RISK)).id,
             staff[0][1] * 0.9,
             "wire",
             "transfer",
@@ -242,20 +242,20 @@ def _payroll(b: Builder, s: Party) -> None:
 
 
 def _trade(b: Builder, s: Party, clean: bool) -> None:
-    rng, w = b.rng, b.w
+    w = b.w
     evade = not clean and b.chance(b.cfg.evasion)
-    variant = "clean" if clean else rng.choice(("over_invoicing", "phantom_shipment"))
-    partner = b.party("business", country=rng.choice(ORDINARY + HIGH_RISK), occupation="trader")
-    goods = rng.choice(tuple(GOODS))
+    variant = "clean" if clean else b.pick(("over_invoicing", "phantom_shipment"))
+    partner = b.party("business", country=b.pick(ORDINARY + HIGH_RISK), occupation="trader")
+    goods = b.pick(tuple(GOODS))
     low, high = GOODS[goods]
     invoices, pays, decls = [], [], []
-    for i in range(rng.randint(1, 2)):
-        price = rng.uniform(low, high)
+    for i in range(b.ri(1, 2)):
+        price = b.uni(low, high)
         if variant == "over_invoicing":
-            price = (low + high) / 2 * (rng.uniform(2.0, 2.8) if evade else rng.uniform(3, 6))
+            price = (low + high) / 2 * (b.uni(2.0, 2.8) if evade else b.uni(3, 6))
         elif clean and i == 0 and b.chance(b.cfg.noise):
-            price = high * rng.uniform(1.05, 1.25)
-        qty = rng.randrange(100, 5000) if high < 1000 else rng.randrange(5, 40)
+            price = high * b.uni(1.05, 1.25)
+        qty = b.rr(100, 5000) if high < 1000 else b.rr(5, 40)
         inv = b.new_id("INV")
         decl = b.new_id("CD")
         w.invoices[inv] = Invoice(
@@ -268,8 +268,8 @@ def _trade(b: Builder, s: Party, clean: bool) -> None:
             customs_matched=variant != "phantom_shipment" or evade,
             manifest_ok=variant != "phantom_shipment",
         )
-        src, dst = (s.id, partner.id) if rng.random() < 0.5 else (partner.id, s.id)
-        pay = b.txn(rng.randrange(30, 88), src, dst, qty * price, "trade", f"invoice {inv}")
+        src, dst = (s.id, partner.id) if b.rand() < 0.5 else (partner.id, s.id)
+        pay = b.txn(b.rr(30, 88), src, dst, qty * price, "trade", f"invoice {inv}")
         pay.invoice = inv
         invoices.append(inv)
         pays.append(pay.id)
@@ -286,30 +286,30 @@ def _trade(b: Builder, s: Party, clean: bool) -> None:
 
 
 def _mule_ring(b: Builder, s: Party) -> None:
-    rng, w = b.rng, b.w
+    w = b.w
     evade = b.chance(b.cfg.evasion)
-    house = b.address() if rng.random() < 0.5 else None
-    mules = [
+    house = b.address() if b.rand() < 0.5 else None
+    mules = [  # evasion: fewer, older (reactivated) accounts with fewer senders each
         b.party(
             "individual",
             occupation="student",
-            opened_days=rng.randrange(10, 90),
+            opened_days=b.rr(150, 400) if evade else b.rr(10, 90),
             address=house or "",
         )
-        for _ in range(rng.randint(2, 3) if evade else rng.randint(3, 5))
+        for _ in range(b.ri(2, 3) if evade else b.ri(3, 5))
     ]
     senders = [b.party("individual") for _ in range(4)]
     funnel = []
     for m in mules:
-        day = rng.randrange(50, 80)
+        day = b.rr(50, 80)
         got = 0.0
-        for sender in rng.sample(senders, 3):
-            amt = rng.uniform(400, 2500)
+        for sender in b.rng.sample(senders, 2 if evade else 3):
+            amt = b.uni(400, 2500)
             got += amt
-            b.txn(day, sender.id, m.id, amt, "ach", rng.choice(("rent", "deposit", "item sale")))
+            b.txn(day, sender.id, m.id, amt, "ach", b.pick(("rent", "deposit", "item sale")))
         funnel.append(b.txn(day + 1, m.id, s.id, got * 0.9, "ach", "transfer").id)
-    for _ in range(rng.randint(2, 3)):
-        b.txn(rng.randrange(70, 90), s.id, "CASH", rng.uniform(800, 3000), "cash", "ATM")
+    for _ in range(b.ri(2, 3)):
+        b.txn(b.rr(70, 90), s.id, "CASH", b.uni(800, 3000), "cash", "ATM")
     users = [s.id, *(m.id for m in mules)]
     if evade:
         devices = {b.device(users[: 1 + len(mules) // 2 + 1]), b.device([s.id, *users[2:]])}
@@ -321,38 +321,38 @@ def _mule_ring(b: Builder, s: Party) -> None:
 
 
 def _household(b: Builder, s: Party) -> None:
-    rng, w = b.rng, b.w
+    w = b.w
     surname = s.name.split()[-1]
     members = []
-    for i in range(3 if b.chance(b.cfg.noise) else rng.randint(1, 2)):
+    for i in range(3 if b.chance(b.cfg.noise) else b.ri(1, 2)):
         young = i == 2
         m = b.party(
             "individual",
-            name=f"{rng.choice(('Alex', 'Sam', 'Noor', 'Jo', 'Kim'))} {surname}",
-            occupation="student" if young else rng.choice(("teacher", "nurse", "retired")),
-            opened_days=rng.randrange(30, 90) if young else rng.randrange(500, 6000),
+            name=f"{b.pick(('Alex', 'Sam', 'Noor', 'Jo', 'Kim'))} {surname}",
+            occupation="student" if young else b.pick(("teacher", "nurse", "retired")),
+            opened_days=b.rr(30, 90) if young else b.rr(500, 6000),
             address=s.address,
         )
         members.append(m)
         b.txn(
-            rng.randrange(0, 20),
+            b.rr(0, 20),
             b.party("business", occupation="employer").id,
             m.id,
-            rng.uniform(1500, 4000),
+            b.uni(1500, 4000),
             "ach",
             "salary",
         )
     transfers = [
         b.txn(
-            rng.randrange(10, 90),
+            b.rr(10, 90),
             m.id,
             s.id,
-            rng.uniform(150, 900),
+            b.uni(150, 900),
             "ach",
-            rng.choice(("rent share", "groceries", "utilities")),
+            b.pick(("rent share", "groceries", "utilities")),
         ).id
         for m in members
-        for _ in range(rng.randint(1, 2))
+        for _ in range(b.ri(1, 2))
     ]
     dev = b.device([s.id, *(m.id for m in members)])
     w.facts = {"household_device": {dev}, "family_members": {m.id for m in members}}
@@ -360,32 +360,30 @@ def _household(b: Builder, s: Party) -> None:
 
 
 def _ownership(b: Builder, s: Party, clean: bool) -> None:
-    rng, w = b.rng, b.w
-    deep = b.chance(b.cfg.evasion) if not clean else rng.random() < b.cfg.evasion.get(b.task, 0)
-    depth = rng.randint(3, 4) if deep else 2
-    ubo = b.person(nationality=rng.choice(HIGH_RISK + ORDINARY))
+    w = b.w
+    deep = b.chance(b.cfg.evasion) if not clean else b.rand() < b.cfg.evasion.get(b.task, 0)
+    depth = b.ri(3, 4) if deep else 2
+    ubo = b.person(nationality=b.pick(HIGH_RISK + ORDINARY))
     if clean:
         first = ubo.name.split()[0]
-        other = rng.choice([n for n in ("Adam", "Boris", "Celia", "Dana", "Emil") if n != first])
+        other = b.pick([n for n in ("Adam", "Boris", "Celia", "Dana", "Emil") if n != first])
         similar = f"{other} {ubo.name.split()[-1]}"
-        dob = f"{int(ubo.dob[:4]) + rng.randint(3, 12)}{ubo.dob[4:]}"
+        dob = f"{int(ubo.dob[:4]) + b.ri(3, 12)}{ubo.dob[4:]}"
     else:
         similar, dob = ubo.name, ubo.dob
     wl = b.new_id("WL")
     w.watchlist[wl] = {"name": similar, "dob": dob, "program": "SANCTIONS-LIST"}
     owner_id, chain = ubo.id, []
     for level in range(depth - 1, 0, -1):
-        juris = rng.choice(HIGH_RISK + ORDINARY) if level > 1 else rng.choice(ORDINARY)
-        c = b.company(
-            b.company_name() + " Ltd", juris, [(owner_id, rng.choice((60.0, 75.0, 100.0)))]
-        )
+        juris = b.pick(HIGH_RISK + ORDINARY) if level > 1 else b.pick(ORDINARY)
+        c = b.company(b.company_name() + " Ltd", juris, [(owner_id, b.pick((60.0, 75.0, 100.0)))])
         chain.append(c.id)
         owner_id = c.id
     top = b.company(s.name, "Domestic", [(owner_id, 100.0)])
     s.company = top.id
-    partner = b.party("business", country=rng.choice(ORDINARY), occupation="trader")
-    for _ in range(rng.randint(2, 3)):
-        b.txn(rng.randrange(20, 88), partner.id, s.id, rng.uniform(2e4, 2e5), "wire", "contract")
+    partner = b.party("business", country=b.pick(ORDINARY), occupation="trader")
+    for _ in range(b.ri(2, 3)):
+        b.txn(b.rr(20, 88), partner.id, s.id, b.uni(2e4, 2e5), "wire", "contract")
     bo_ref = "BO-" + top.id.split("-")[1]
     w.ids.add(bo_ref)
     if clean:
@@ -395,6 +393,54 @@ def _ownership(b: Builder, s: Party, clean: bool) -> None:
         w.facts = {"sanctioned_owner": {wl}, "ownership_chain": {bo_ref}}
         w.entities.update([*chain, ubo.id])
     w.triggered = [t.id for t in w.by_party[partner.id][:2]]
+
+
+def _camouflage(b: Builder, s: Party) -> None:
+    """A benign surface of another family: it trips routing, never the verdict."""
+    w, t = b.w, b.cfg.cash_threshold
+    options = [f for f in ("trade_based", "structuring") if f != w.family]
+    if s.kind == "individual" and w.family != "mule_ring":
+        options.append("mule_ring")
+    surface = b.pick(options)
+    if surface == "trade_based":
+        partner = b.party("business", country=b.pick(ORDINARY), occupation="trader")
+        goods = b.pick(tuple(GOODS))
+        low, high = GOODS[goods]
+        qty = b.rr(100, 5000) if high < 1000 else b.rr(5, 40)
+        inv = b.new_id("INV")
+        w.invoices[inv] = Invoice(
+            inv,
+            goods,
+            qty,
+            round(b.uni(low, high), 2),
+            partner.id,
+            b.new_id("CD"),
+            customs_matched=True,
+            manifest_ok=True,
+        )
+        pay = b.txn(
+            b.rr(20, 88),
+            partner.id,
+            s.id,
+            qty * w.invoices[inv].unit_price,
+            "trade",
+            f"invoice {inv}",
+        )
+        pay.invoice = inv
+    elif surface == "structuring":
+        for i in range(b.ri(5, 7)):
+            amount = b.uni(1.05 * t, 2.0 * t) if i < 2 else b.uni(0.1 * t, 0.7 * t)
+            b.txn(b.rr(10, 88), "CASH", s.id, amount, "cash", "deposit")
+    else:
+        member = b.party(
+            "individual",
+            name=f"Robin {s.name.split()[-1]}",
+            occupation="retired",
+            opened_days=b.rr(900, 6000),
+            address=s.address,
+        )
+        b.device([s.id, member.id])
+        b.txn(b.rr(10, 88), member.id, s.id, b.uni(150, 600), "ach", "groceries")
 
 
 PATTERNS = {
