@@ -3,8 +3,8 @@
 The task picks the agent's role: ``defender`` or ``fraudster``; the other side is an adaptive
 scripted opponent (``set_opponent`` plugs in any ``Opponent``). Each call, even a failed one, is
 one tick: the defender may hold or freeze before last tick's money settles, the ring then moves
-money along its routes (source -> merchant -> mule) or withdraws it, customers keep shopping, and a noisy alert
-engine flags some transactions (ring and legit alike). Withdrawals are capped per tick, so a ring
+money along its routes (source -> merchant -> mule) or withdraws it, customers keep shopping,
+and a noisy alert engine flags some transactions (ring and legit alike). Withdrawals are capped per tick, so a ring
 needs many ticks. The episode ends when the ring has laundered the fraud threshold, when no route
 can move money any more, by a terminal call (``close_case`` / ``exit_scheme``) or at 20 steps.
 Both roles' tools are defined on this one class (the specs are static), but the observation's
@@ -132,7 +132,7 @@ class FraudEnvironment(DefenderTools, RingTools, ToolEnvironment):
             raise
 
     def _idle_tick(self) -> None:
-        """A call that fails still costs world time: the other side moves while the agent fumbles."""
+        """A failed call still costs world time: the other side moves while the agent fumbles."""
         if self._started and not self.done:
             self._tick(lambda: None)
 
