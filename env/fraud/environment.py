@@ -3,12 +3,12 @@
 The task picks the agent's role: ``defender`` or ``fraudster``; the other side is an adaptive
 scripted opponent (``set_opponent`` plugs in any ``Opponent``). Each call, even a failed one, is
 one tick: the defender may hold or freeze before last tick's money settles, the ring then moves
-money along its routes (source -> merchant -> mule) or withdraws it, customers keep shopping,
-and a noisy alert engine flags some transactions (ring and legit alike). Withdrawals are capped per tick, so a ring
-needs many ticks. The episode ends when the ring has laundered the fraud threshold, when no route
-can move money any more, by a terminal call (``close_case`` / ``exit_scheme``) or at 20 steps.
-Both roles' tools are defined on this one class (the specs are static), but the observation's
-``tools`` lists only the role's own, and calling the other side's tool is an error.
+money along its routes (source -> merchant -> mule) or withdraws it, customers keep shopping, and a
+noisy alert engine flags some transactions (ring and legit alike). Withdrawals are capped per tick,
+so a ring needs many ticks. The episode ends when the ring has laundered the fraud threshold, when
+no route can move money any more, by a terminal call (``close_case`` / ``exit_scheme``) or at 20
+steps. Both roles' tools are defined on this one class (the specs are static), but the
+observation's ``tools`` lists only the role's own, and calling the other side's tool is an error.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ class ScriptedRing:
 
 
 class ScriptedDefender:
-    """The bank's rule engine: freezes above a hidden bar, blocks hot merchants, holds big alerts."""
+    """The bank's rule engine: freezes over a hidden bar, blocks hot merchants, holds big alerts."""
 
     def __init__(self, rng: random.Random):
         self.rng = rng

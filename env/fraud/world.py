@@ -3,10 +3,10 @@
 A ring (absent in clean defender episodes) holds stolen funds on one or two *source* accounts and
 moves them along *routes* (source -> merchant -> mule) until the mules withdraw them as cash. The
 family decides who the sources are (refund abusers, a collector, fake buyers at a colluding
-merchant, taken-over long-standing customers) and how their features look. Every observed feature is a noisy,
-monotone view of a latent risk whose mean is only ``feature_shift`` noise-sds higher for ring
-accounts, and legitimate look-alikes (new customers, travellers, heavy refunders, marketplace
-sellers who withdraw cash) share the same ranges, so no single feature names the ring.
+merchant, taken-over long-standing customers) and how their features look. Every observed feature
+is a noisy, monotone view of a latent risk whose mean is only ``feature_shift`` noise-sds higher
+for ring accounts, and legitimate look-alikes (new customers, travellers, heavy refunders,
+marketplace sellers who withdraw cash) share the same ranges, so no single feature names the ring.
 """
 
 from __future__ import annotations
