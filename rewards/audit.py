@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from env.base import ToolObservation, ToolSpec
@@ -48,6 +48,7 @@ class AuditTable:
     totals: dict[str, dict[str, float]]
     grades: dict[str, dict[str, float]]
     n_seeds: int
+    components: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def margin(self, task: str) -> tuple[float, str]:
         """Honest mean total minus the best degenerate mean total on ``task``, and who that is."""
@@ -68,6 +69,15 @@ class AuditTable:
             f"Honest margin over the best degenerate ({self.n_seeds} eval seeds per task): "
         )
         lines.append("; ".join(margins))
+        if self.components:
+            names = list(next(iter(self.components.values())))
+            lines += ["", "Mean of each component over all tasks (unweighted; None counts 0):", ""]
+            lines.append("| strategy | " + " | ".join(names) + " |")
+            lines.append("|" + "---|" * (len(names) + 1))
+            for strategy, parts in self.components.items():
+                lines.append(
+                    f"| {strategy} | " + " | ".join(f"{parts[n]:+.3f}" for n in names) + " |"
+                )
         return "\n".join(lines)
 
 
@@ -164,6 +174,7 @@ def audit(
     env = make(env_name)
     totals: dict[str, dict[str, float]] = {}
     grades: dict[str, dict[str, float]] = {}
+    parts: dict[str, dict[str, list[float]]] = {}
     for task in task_list:
         rows: list[tuple[str, dict[str, Any]]] = []
         for seed in split_seeds(split, n_seeds):
@@ -179,6 +190,8 @@ def audit(
         by_strategy: dict[str, list[tuple[float, float]]] = {}
         for (label, _), result in zip(rows, scored, strict=True):
             by_strategy.setdefault(label, []).append((result["total"], result["rewards"]["grade"]))
+            for name, value in result["rewards"].items():
+                parts.setdefault(label, {}).setdefault(name, []).append(value or 0.0)
         for label, values in by_strategy.items():
             totals.setdefault(label, {})[task] = round(mean(v[0] for v in values), 4)
             grades.setdefault(label, {})[task] = round(mean(v[1] for v in values), 4)
@@ -189,6 +202,7 @@ def audit(
         {k: totals[k] for k in order},
         {k: grades[k] for k in order},
         n_seeds,
+        {k: {n: round(mean(v), 4) for n, v in parts[k].items()} for k in order},
     )
 
 
