@@ -120,6 +120,8 @@ def test_websocket_episode_matches_in_process_replay(server):
         rewards = [client.step(call).reward for call in calls]
         last = client.step(ToolCallAction(tool="name_code", arguments={"code": "QZX000000"}))
         state = client.state()
+        tools = client.list_tools()
+    assert [t["name"] for t in tools][1:] == list(VaultEnv.tool_specs_by_name())
     local = VaultEnv()
     report = replay(local, "large", 11, calls)
     assert rewards == report.step_rewards
