@@ -252,8 +252,8 @@ class FraudEnvironment(DefenderTools, RingTools, ToolEnvironment):
         }
         truth["clean"] = not w.ring
         truth["verdict"] = "ring_present" if w.ring else "no_ring"
+        truth["family"] = w.family
         if self.task == "defender":
-            truth["family"] = w.family
             colluders = [m.id for m in w.merchants.values() if m.colluding]
             truth["colluding_merchant"] = colluders[0] if colluders else None
             truth["routes"] = {r.id: [r.source, r.merchant, r.mule] for r in w.routes.values()}
