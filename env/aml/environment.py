@@ -17,7 +17,7 @@ from typing import Any
 from env.aml.config import TASKS, AMLConfig
 from env.aml.grading import evidence_coverage, grade, os_mechanics
 from env.aml.memory import ID_PATTERN, Memory, OSCounters
-from env.aml.tools import AMLTools
+from env.aml.os_tools import OSTools
 from env.aml.world import generate
 from env.base import Grade, ToolEnvironment, ToolSpec
 
@@ -31,7 +31,7 @@ them again is a page fault. Wire traces are asynchronous: retrieve them after th
 (update_system_prompt) change what later tool results show. Every call costs a little."""
 
 
-class AMLEnvironment(AMLTools, ToolEnvironment):
+class AMLEnvironment(OSTools, ToolEnvironment):
     """The AML alert investigation (see the module docstring for the episode)."""
 
     name = "aml"

@@ -42,94 +42,24 @@ ALERT_TEXT = {
     "counterparty_screening_review": "A party connected to the account produced a screening "
     "result that needs analyst review.",
 }
-FIRST = [
-    "Ana",
-    "Ben",
-    "Carla",
-    "Dmitri",
-    "Elena",
-    "Farid",
-    "Grace",
-    "Hugo",
-    "Ines",
-    "Jonas",
-    "Kira",
-    "Luca",
-    "Maya",
-    "Nils",
-    "Omar",
-    "Priya",
-    "Quinn",
-    "Rosa",
-    "Sami",
-    "Tomas",
-    "Uma",
-    "Viktor",
-    "Wen",
-    "Yara",
-    "Zane",
-    "Aiko",
-    "Bruno",
-    "Chloe",
-    "Diego",
-    "Esra",
-    "Felix",
-    "Gita",
-    "Hana",
-    "Ivan",
-]
-LAST = [
-    "Silva",
-    "Novak",
-    "Brandt",
-    "Okafor",
-    "Moreau",
-    "Rossi",
-    "Haddad",
-    "Lindqvist",
-    "Tanaka",
-    "Kowalski",
-    "Petrov",
-    "Alvarez",
-    "Dubois",
-    "Keller",
-    "Mensah",
-    "Ortiz",
-    "Quist",
-    "Ramos",
-    "Sato",
-    "Varga",
-    "Weber",
-    "Yilmaz",
-    "Zhou",
-    "Costa",
-    "Nakamura",
-    "Fischer",
-]
-COMPANY_A = [
-    "Apex",
-    "Blue",
-    "Cedar",
-    "Delta",
-    "Ember",
-    "Falcon",
-    "Granite",
-    "Harbor",
-    "Iris",
-    "Juniper",
-    "Kestrel",
-    "Lumen",
-]
-COMPANY_B = [
-    "Trading",
-    "Holdings",
-    "Logistics",
-    "Partners",
-    "Ventures",
-    "Commodities",
-    "Systems",
-    "Group",
-]
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+FIRST = _words(
+    "Ana Ben Carla Dmitri Elena Farid Grace Hugo Ines Jonas Kira Luca Maya Nils Omar Priya "
+    "Quinn Rosa Sami Tomas Uma Viktor Wen Yara Zane Aiko Bruno Chloe Diego Esra Felix Gita "
+    "Hana Ivan"
+)
+LAST = _words(
+    "Silva Novak Brandt Okafor Moreau Rossi Haddad Lindqvist Tanaka Kowalski Petrov Alvarez "
+    "Dubois Keller Mensah Ortiz Quist Ramos Sato Varga Weber Yilmaz Zhou Costa Nakamura "
+    "Fischer"
+)
+COMPANY_A = _words("Apex Blue Cedar Delta Ember Falcon Granite Harbor Iris Juniper Kestrel Lumen")
+COMPANY_B = _words("Trading Holdings Logistics Partners Ventures Commodities Systems Group")
 HIGH_RISK = ("Secrecy Isle", "Offshore Haven", "Free Port Zone")
 ORDINARY = ("Germany", "France", "Netherlands", "Spain", "Canada", "Japan", "Poland", "Italy")
 GOODS = {
