@@ -13,10 +13,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
+from transformers.utils import get_json_schema
 
 import env
 from env.rollout import play
 from pipeline.agents import NO_CALL, GenerationSettings, ModelPolicy, make_model_policy
+from pipeline.interactive import environment_factory, tool_methods
 from pipeline.prompts import render_observation, system_prompt
 
 TASK, SEED = "medium", 1_000_000_003
@@ -133,6 +135,10 @@ def test_checkpoint_policy_plays_a_full_episode_greedily(checkpoints):
     assert len(replies) == 2 and all(isinstance(r, str) and r for r in replies)
     again, _ = _play_checkpoint(checkpoints / "full", seed=99, **settings)
     assert again.messages == policy.messages  # greedy ignores the seed
+    # The tools in the prompt are exactly those TRL renders in interactive training.
+    adapter = environment_factory("support", with_reward=False)()
+    trl_schemas = [get_json_schema(method) for method in tool_methods(adapter)]
+    assert policy.backend.tool_schemas("support") == trl_schemas
 
 
 def test_checkpoint_sampling_is_seeded(checkpoints):
