@@ -328,4 +328,8 @@ class OpsEnvironment(ToolEnvironment):
         return {"evidence_coverage": coverage(self.case)}
 
     def reveal(self) -> dict[str, Any]:
-        return {"task": f"ops {self.task} case", "answer": self.case.truth()}
+        return {
+            "task": f"ops {self.task} case",
+            "answer": self.case.truth(),
+            "clean": self.case.clean,
+        }

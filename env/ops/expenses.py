@@ -93,6 +93,11 @@ class ExpenseCase:
         self.decisions[expense_id] = verdict
         self.informed[expense_id] = expense_id in self.inspected and self.policy_read_at is not None
 
+    @property
+    def clean(self) -> bool:
+        """Nothing risky in the batch: approving every claim is right."""
+        return all(e.verdict == "approve" for e in self.items)
+
     def truth(self) -> str:
         return "verdicts " + "; ".join(f"{e.expense_id}={e.verdict}" for e in self.items)
 

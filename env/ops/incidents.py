@@ -118,6 +118,11 @@ class IncidentCase:
             "effect": "side effect: brief capacity loss and dropped sessions",
         }
 
+    @property
+    def clean(self) -> bool:
+        """A false alarm: nothing to mitigate."""
+        return self.root is None
+
     def truth(self) -> str:
         if self.root is None:
             return "case: false alarm, no root cause"

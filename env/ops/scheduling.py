@@ -101,6 +101,11 @@ class ScheduleCase:
         required = [p.name for p in self.people if p.required]
         self.informed = sum(n in self.fetched for n in required) / len(required)
 
+    @property
+    def clean(self) -> bool:
+        """No feasible slot: the right move is to say so and book nothing."""
+        return not self.table
+
     def truth(self) -> str:
         slots = self.table
         if not slots:

@@ -24,6 +24,8 @@ from env.support.world import QUEUES, RESOLUTIONS, TOPICS, SupportWorld, build_w
 
 Topic = Literal["refunds", "duplicate_charges", "shipping", "account_security", "abuse"]
 Queue = Literal["billing_tier2", "security", "fraud", "shipping"]
+CLEAN_OUTCOMES = ("refund_denied", "no_duplicate", "delayed")
+"""Claims the records contradict: nothing is owed and nothing needs escalating."""
 Resolution = Literal["refunded", "denied", "escalated", "resolved"]
 
 
@@ -154,6 +156,7 @@ class SupportEnvironment(ToolEnvironment):
         truth = self.world.truth
         return {
             "outcome": f"outcome {truth.outcome}",
+            "clean": truth.outcome in CLEAN_OUTCOMES,
             "refund": (
                 f"refund {truth.refund_amount:.2f} on {truth.refund_order}"
                 if truth.refund_order
