@@ -135,12 +135,9 @@ class ModelPolicy:
             self.idle_turns = self.settings.max_idle_turns
             return
         self.messages.append(message)
-        calls = _calls_of(message)
-        if plan:
-            self.queue = calls
-            return
-        self.queue = calls
-        self.idle_turns = 0 if calls else self.idle_turns + 1
+        self.queue = _calls_of(message)
+        if not plan:
+            self.idle_turns = 0 if self.queue else self.idle_turns + 1
 
     def _feed_results(self) -> None:
         """Append the results of the calls played since the last reply."""
