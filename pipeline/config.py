@@ -35,7 +35,16 @@ REPORT_TO = ("none", "wandb", "trackio", "tensorboard")
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads ``1e-5`` as a string; accept exponent floats without a dot too."""
+    """YAML 1.2 scalars: ``1e-5`` is a float and ``no``/``off`` stay strings (save_strategy: no)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 _Loader.add_implicit_resolver(
