@@ -75,8 +75,15 @@ class Investigator(ScriptedPolicy):
         txns = ((yield call("query_transactions", customer_id=subj)).result or {}).get(
             "transactions", []
         )
+        families = self.families(env, profile, txns)
+        keep = [profile.get("company_id", "")]
+        keep += list(dict.fromkeys(r["invoice"] for r in txns if "invoice" in r))[:2]
+        wire = _pass_through(txns)[0]
+        keep += [wire["id"], wire["counterparty"]] if wire else []
+        if any(k for k in keep):  # ids needed after they scroll out of working memory
+            yield call("write_to_case_file", note="Keep: " + " ".join(k for k in keep if k))
         case, family, clean_evidence = Case(subj), "", []
-        for candidate in self.families(env, profile, txns):
+        for candidate in families:
             case = Case(subj)
             yield from ROUTINES[candidate](case, profile, txns)
             clean_evidence += case.clean_evidence
@@ -165,16 +172,14 @@ def _cash_routine(case: Case, profile: dict, txns: list[dict]) -> Script:
 
 def _wire_routine(case: Case, profile: dict, txns: list[dict]) -> Script:
     wire, outs = _pass_through(txns)
+    if wire is None:
+        return
     job = (yield call("request_wire_trace", transaction_id=wire["id"])).result or {}
-    asked_at = 0
-    yield call(
-        "write_to_case_file", note="Incoming wire " + wire["id"] + " from " + wire["counterparty"]
-    )
     yield call("update_system_prompt", rule_mode="network_expansion")
     yield call("trace_network", customer_id=case.subject)
     sof = (yield call("check_source_of_funds", customer_id=case.subject)).result or {}
-    asked_at += 4
-    for _ in range(max(0, job.get("eta_steps", 0) - asked_at)):
+    elapsed = 4  # the retrieval below is the 4th step after the request
+    for _ in range(max(0, job.get("eta_steps", 0) - elapsed)):
         yield call("search_compliance_manual", query="layering payroll wire trace")
     trace = (yield call("retrieve_async_result", job_id=job.get("job_id", ""))).result or {}
     origin_risky = trace.get("originator_country") in HIGH_RISK
@@ -190,7 +195,6 @@ def _wire_routine(case: Case, profile: dict, txns: list[dict]) -> Script:
 
 def _trade_routine(case: Case, profile: dict, txns: list[dict]) -> Script:
     invoices = list(dict.fromkeys(r["invoice"] for r in txns if "invoice" in r))[:2]
-    yield call("write_to_case_file", note="Invoices " + " ".join(invoices))
     yield call("update_system_prompt", rule_mode="trade_scrutiny")
     checked = []
     for inv in invoices:
@@ -274,6 +278,14 @@ class Oracle(Investigator):
         case.entities = set(truth["entities"])
         case.evidence = case.clean_evidence = ids
         return truth["verdict"] == "suspicious", case
+
+
+def plan(policy: str, task: str, seed: int) -> list[dict[str, Any]]:
+    """The calls a policy makes on (task, seed), as plain dicts ready to replay or render."""
+    from env.aml.environment import AMLEnvironment
+    from env.rollout import play
+
+    return play(AMLEnvironment(), POLICIES[policy](seed), task, seed).plan
 
 
 class RandomPolicy:
