@@ -5,7 +5,8 @@ checkpoint exactly as they evaluate a hosted model. The model is loaded once wit
 ``tools`` in a request go through the chat template (TRL's qwen2_5 template, the one training
 uses), and ``<tool_call>{...}</tool_call>`` blocks in the reply come back as OpenAI
 ``tool_calls``. Requests are served one at a time (a lock around generation): this is an
-evaluation server for one CPU or GPU, not a production engine.
+evaluation server for one CPU or GPU, not a production engine. A client that disconnects (its
+timeout ran out) stops its generation, so a retry does not queue behind abandoned work.
 
     python scripts/serve_openai.py --model smollm2 --port 8001
     API_BASE_URL=http://127.0.0.1:8001/v1 MODEL_NAME=smollm2 python scripts/inference.py
@@ -14,6 +15,7 @@ evaluation server for one CPU or GPU, not a production engine.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import re
@@ -24,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -105,12 +107,42 @@ def split_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
     return content, calls
 
 
+def _finished(output: Any, tokenizer: Any) -> bool:
+    return bool(output.shape[1]) and int(output[0, -1]) == tokenizer.eos_token_id
+
+
 def create_app(model: Any, tokenizer: Any, name: str) -> FastAPI:
     """The OpenAI-compatible app around a loaded model."""
     import torch
 
     app = FastAPI(title=f"OpenAI-compatible server for {name}")
     lock = threading.Lock()
+    app.state.cancelled = 0  # generations stopped because their client left
+
+    def generate(ids: Any, request: ChatRequest, cancel: threading.Event) -> Any:
+        """One generation under the lock; None if the client left before it finished."""
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        class Cancelled(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                return torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool)
+
+        sample = request.temperature > 0
+        with lock, torch.no_grad():
+            if cancel.is_set():
+                return None
+            if request.seed is not None:
+                torch.manual_seed(request.seed)
+            output = model.generate(
+                **ids,
+                max_new_tokens=request.max_completion_tokens or request.max_tokens or 256,
+                do_sample=sample,
+                temperature=request.temperature if sample else None,
+                top_p=request.top_p if sample else None,
+                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+                stopping_criteria=StoppingCriteriaList([Cancelled()]),
+            )
+        return None if cancel.is_set() and not _finished(output, tokenizer) else output
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -121,7 +153,7 @@ def create_app(model: Any, tokenizer: Any, name: str) -> FastAPI:
         return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "local"}]}
 
     @app.post("/v1/chat/completions")
-    def chat(request: ChatRequest) -> dict[str, Any]:
+    async def chat(request: ChatRequest, raw: Request) -> dict[str, Any]:
         if not request.messages:
             raise HTTPException(status_code=400, detail="messages must not be empty")
         try:
@@ -134,23 +166,27 @@ def create_app(model: Any, tokenizer: Any, name: str) -> FastAPI:
             )
         except Exception as exc:  # a malformed conversation is the caller's error
             raise HTTPException(status_code=400, detail=f"cannot render messages: {exc}") from None
-        max_new = request.max_completion_tokens or request.max_tokens or 256
-        sample = request.temperature > 0
-        with lock, torch.no_grad():
-            if request.seed is not None:
-                torch.manual_seed(request.seed)
-            output = model.generate(
-                **ids,
-                max_new_tokens=max_new,
-                do_sample=sample,
-                temperature=request.temperature if sample else None,
-                top_p=request.top_p if sample else None,
-                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
-            )
+        cancel = threading.Event()
+
+        async def watch() -> None:  # a client that gave up (timeout) frees the model at once
+            while not cancel.is_set():
+                if await raw.is_disconnected():
+                    cancel.set()
+                await asyncio.sleep(0.2)
+
+        watcher = asyncio.create_task(watch())
+        try:
+            output = await asyncio.to_thread(generate, ids, request, cancel)
+        finally:
+            cancel.set()
+            watcher.cancel()
+        if output is None:
+            app.state.cancelled += 1
+            raise HTTPException(status_code=499, detail="client disconnected")
         new = output[0, ids["input_ids"].shape[1] :]
         text = tokenizer.decode(new, skip_special_tokens=True)
         content, calls = split_tool_calls(text)
-        finished = bool(len(new)) and int(new[-1]) == tokenizer.eos_token_id
+        finished = _finished(output, tokenizer)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls

@@ -56,13 +56,15 @@ def tiny_server():
 
     tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()))
     model = build_tiny_model(tokenizer)
-    with ServerThread(create_app(model, tokenizer, "tiny")) as url:
-        yield url
+    app = create_app(model, tokenizer, "tiny")
+    with ServerThread(app) as url:
+        yield url, app
 
 
 def test_openai_client_gets_a_well_formed_completion(tiny_server):
     from openai import OpenAI
 
+    tiny_server, _ = tiny_server
     client = OpenAI(base_url=f"{tiny_server}/v1", api_key="x", max_retries=0)
     tools = [
         {
@@ -100,8 +102,26 @@ def test_openai_client_gets_a_well_formed_completion(tiny_server):
 def test_bad_requests_are_clear_errors(tiny_server):
     import httpx
 
+    tiny_server, _ = tiny_server
     empty = httpx.post(f"{tiny_server}/v1/chat/completions", json={"messages": []})
     assert empty.status_code == 400 and "empty" in empty.json()["detail"]
     wrong = httpx.post(f"{tiny_server}/v1/chat/completions", json={"messages": "hi"})
     assert wrong.status_code == 422
     assert json.loads(httpx.get(f"{tiny_server}/health").text)["status"] == "healthy"
+
+
+def test_a_client_that_times_out_stops_its_generation(tiny_server):
+    import time
+
+    import httpx
+
+    url, app = tiny_server
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4096}
+    started = time.monotonic()
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(f"{url}/v1/chat/completions", json=body, timeout=0.5)
+    quick = httpx.post(f"{url}/v1/chat/completions", json={**body, "max_tokens": 2}, timeout=120)
+    assert quick.status_code == 200
+    assert app.state.cancelled == 1, (
+        f"abandoned generation ran on ({time.monotonic() - started:.1f}s)"
+    )
