@@ -233,9 +233,19 @@ def train(cfg: TrainConfig, resume: bool = False, extra_callbacks: list | None =
             "reward_functions": bundle.reward_names,
             "mode": cfg.data.mode,
             "backend": cfg.model.backend,
+            "peak_gpu_memory_gb": _peak_gpu_memory_gb(),
         }
         (out / RUN_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return result
+
+
+def _peak_gpu_memory_gb() -> float | None:
+    """Peak memory torch allocated on this GPU during the run (None on CPU)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2)
 
 
 def write_history(log_history: list[dict[str, Any]], out: Path) -> tuple[Path, Path | None]:
