@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from env.aml import AMLEnvironment
 from env.base import ToolCallAction
@@ -174,4 +176,35 @@ def test_bad_input_is_an_error_observation_not_an_exception():
     ):
         obs = env.step(action)
         assert obs.error and not obs.done
+    assert env.internal_errors == 0
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_random_calls_with_real_ids_never_raise_and_grades_stay_in_range(data):
+    env = AMLEnvironment()
+    task = data.draw(st.sampled_from(AMLEnvironment.tasks))
+    env.reset(seed=data.draw(st.integers(0, 10**9)), task=task)
+    ids = sorted(env.world.ids | {"JOB-1", "JOB-2", env.world.alert["alert_id"]})
+    specs = AMLEnvironment.tool_specs_by_name()
+    value = (
+        st.sampled_from(ids)
+        | st.text(max_size=30)
+        | st.lists(st.sampled_from(ids), max_size=4)
+        | st.floats(allow_nan=False)
+        | st.sampled_from(["standard", "trade_scrutiny", "network_expansion", "copper wire"])
+        | st.sampled_from(["structuring", "layering", "trade_based", "mule_ring"])
+    )
+    for _ in range(data.draw(st.integers(1, 35))):
+        name = data.draw(st.sampled_from(list(specs)))
+        props = list(specs[name].parameters["properties"])
+        keys = data.draw(st.lists(st.sampled_from([*props, "extra"]), max_size=4, unique=True))
+        obs = env.step(call(name, **{k: data.draw(value) for k in keys}))
+        assert obs.reward <= 3 * 0.10 + 0.15  # case-file pays (max 3) and one rule pay
+        if obs.done:
+            break
+    report = env.report()
+    assert 0.0 <= report.grade.total <= 1.0
+    assert 0.0 <= report.metrics["evidence_coverage"] <= 1.0
+    assert 0.0 <= report.metrics["os_mechanics"] <= 1.0
     assert env.internal_errors == 0

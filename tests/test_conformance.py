@@ -206,3 +206,21 @@ def test_clean_cases_exist(name):
         f"{name}: reveal() must say which cases are clean (no crime) with 'clean': bool; "
         f"found {sorted(set(map(str, seen)))}"
     )
+
+
+def test_episodes_are_isolated_between_instances(name):
+    cls, policies = _load(name)
+    task = cls.tasks[-1]
+    solo = [_episode_json(cls(), policies["heuristic"](s), task, s) for s in (11, 12)]
+    envs = [cls(), cls()]
+    pols = [policies["heuristic"](s) for s in (11, 12)]
+    obs = [e.reset(seed=s, task=task) for e, s in zip(envs, (11, 12), strict=True)]
+    seen = [[o.model_dump_json()] for o in obs]
+    for p, e, o in zip(pols, envs, obs, strict=True):
+        p.reset(e, o)
+    while not all(o.done for o in obs):  # interleave the two episodes step by step
+        for i in (0, 1):
+            if not obs[i].done:
+                obs[i] = envs[i].step(pols[i].act(obs[i]))
+                seen[i].append(obs[i].model_dump_json())
+    assert seen == solo
