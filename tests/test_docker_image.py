@@ -171,3 +171,16 @@ def test_entry_command_serves_from_a_clean_venv(tmp_path):
         proc.terminate()
         proc.wait(timeout=15)
     assert not os.path.exists(site / "torch")
+
+
+def test_openenv_yaml_app_builds_the_app_of_env_name(monkeypatch):
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / "openenv.yaml").read_text())
+    module, _, attr = manifest["app"].partition(":")
+    assert manifest["port"] == int(dockerfile_env()["PORT"])
+    assert {"reward", "resources", "capabilities", "types"} <= set(manifest["validation"])
+    name = served_env()
+    monkeypatch.setenv("ENV_NAME", name)
+    app = getattr(__import__(module, fromlist=[attr]), attr)
+    assert app.title == f"{name} environment"
