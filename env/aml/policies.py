@@ -210,7 +210,8 @@ def _trade_routine(case: Case, profile: dict, txns: list[dict]) -> Script:
     )
     case.entities |= {c["counterparty"] for c in checked if "counterparty" in c}
     decls = [c["declaration_id"] for c in checked if "declaration_id" in c]
-    case.evidence = invoices + decls + [market.get("reference", "")]
+    payments = [r["id"] for r in txns if r.get("invoice") in invoices]
+    case.evidence = invoices + decls + payments + [market.get("reference", "")]
     case.clean_evidence = decls + [market.get("reference", "")]
 
 
