@@ -92,7 +92,7 @@ class Investigator(ScriptedPolicy):
                 break
         case.clean_evidence = list(dict.fromkeys(e for e in clean_evidence if e))
         suspicious, case = self.verdict(env, case)
-        family = family or self._family_hint()
+        family = self._typology(family)
         note = "Case notes: " + " ".join(sorted(case.entities | set(case.evidence)))
         yield call("write_to_case_file", note=note)
         if suspicious:
@@ -109,8 +109,8 @@ class Investigator(ScriptedPolicy):
             reason = "Activity explained by the evidence: " + ", ".join(case.clean_evidence)
             yield call("close_alert", reason=reason)
 
-    def _family_hint(self) -> str:
-        return "structuring"
+    def _typology(self, found: str) -> str:
+        return found or "structuring"
 
     def verdict(self, env: ToolEnvironment, case: Case) -> tuple[bool, Case]:
         return case.suspicious, case
@@ -260,7 +260,8 @@ ROUTINES = {
 
 
 class Oracle(Investigator):
-    """Reads the hidden truth at reset: the true family's checks, then the true answer."""
+    """Reads the hidden truth at reset: the heuristic's checks (and the true family's), then the
+    true answer, so it bounds the heuristic from above episode by episode."""
 
     def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
         self._truth = env.reveal()
@@ -268,9 +269,11 @@ class Oracle(Investigator):
         super().reset(env, observation)
 
     def families(self, env: ToolEnvironment, profile: dict, txns: list[dict]) -> list[str]:
-        return [self._family]
+        """The heuristic's checks (so it never does less) plus the true family's if missing."""
+        found = super().families(env, profile, txns)
+        return found if self._family in found else [*found, self._family]
 
-    def _family_hint(self) -> str:
+    def _typology(self, found: str) -> str:
         return self._family
 
     def verdict(self, env: ToolEnvironment, case: Case) -> tuple[bool, Case]:
