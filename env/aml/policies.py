@@ -4,8 +4,8 @@ degenerate strategies that the grade must rank below honest work.
 ``heuristic`` reads observations only: it routes the case by what the subject's profile and
 transactions show (trade invoices, many cash deposits, wires passed straight through, an
 individual, a company) and then checks the evidence that separates the typology from its clean
-look-alike. ``oracle`` reads ``env.reveal()`` at reset and runs the same checks for the true family
-before deciding with the truth (an upper bound). ``random`` samples tools and arguments; the others
+look-alike. ``oracle`` reads ``env.reveal()`` at reset, runs the heuristic's checks (plus the true
+family's if the heuristic would skip them) and decides with the truth: an upper bound per episode. ``random`` samples tools and arguments; the others
 are the shortcuts the reference system rewarded by mistake.
 """
 
