@@ -5,8 +5,9 @@ degenerate strategies that the grade must rank below honest work.
 transactions show (trade invoices, many cash deposits, wires passed straight through, an
 individual, a company) and then checks the evidence that separates the typology from its clean
 look-alike. ``oracle`` reads ``env.reveal()`` at reset, runs the heuristic's checks (plus the true
-family's if the heuristic would skip them) and decides with the truth: an upper bound per episode. ``random`` samples tools and arguments; the others
-are the shortcuts the reference system rewarded by mistake.
+family's if the heuristic would skip them) and decides with the truth: an upper bound per
+episode. ``random`` samples tools and arguments; the others are the shortcuts the reference system
+rewarded by mistake.
 """
 
 from __future__ import annotations
