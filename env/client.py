@@ -75,14 +75,17 @@ def _class_name(name: str) -> str:
 def client_class(name: str) -> type[ToolEnvClient]:
     """The client class of a registered environment (``client_class("aml") is AMLClient``)."""
     if name not in CLIENTS:
-        raise KeyError(f"unknown environment {name!r}; registered: {', '.join(names())}")
+        if name not in names():
+            raise KeyError(f"unknown environment {name!r}; registered: {', '.join(names())}")
+        CLIENTS[name] = _make(name)  # registered after this module was imported
     return CLIENTS[name]
 
 
-CLIENTS: dict[str, type[ToolEnvClient]] = {
-    n: type(_class_name(n), (ToolEnvClient,), {"env_name": n, "__module__": __name__})
-    for n in names()
-}
+def _make(name: str) -> type[ToolEnvClient]:
+    return type(_class_name(name), (ToolEnvClient,), {"env_name": name, "__module__": __name__})
+
+
+CLIENTS: dict[str, type[ToolEnvClient]] = {n: _make(n) for n in names()}
 globals().update({cls.__name__: cls for cls in CLIENTS.values()})
 
 __all__ = ["CLIENTS", "ToolEnvClient", "client_class", *(c.__name__ for c in CLIENTS.values())]
