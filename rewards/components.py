@@ -5,8 +5,9 @@ reads the dataset columns ``env``, ``task`` and ``seed`` from ``kwargs``. They s
 per completion (``rewards.replay.CACHE``) and each reads a different part of the same episode
 report, so no signal is counted twice:
 
-- ``format_reward``: how well the calls are written (graded: unknown tool < bad arguments <
-  valid), plus whether the plan ends with exactly one terminal call. No calls -> 0.
+- ``format_reward``: how well the calls are written (graded: a call-like JSON object that is not
+  a call 0.05 < unknown tool < bad arguments < valid), plus whether the plan ends with exactly one
+  terminal call. Prose or nothing -> 0.
 - ``investigation_reward``: the environment's ``evidence_coverage`` -- hidden, case-relevant
   evidence actually revealed before the decision. Dummy calls reveal nothing, so earn nothing.
 - ``execution_reward``: the sum of the per-step rewards of the replay, and nothing else.
@@ -29,6 +30,7 @@ from rewards.replay import CACHE, Outcome, outcome_from_env
 logger = logging.getLogger(__name__)
 
 FORMAT_PROTOCOL_SHARE = 0.3  # share of the format reward for ending with one terminal call
+FORMAT_ATTEMPT = 0.05  # no call read, but a JSON object or <tool_call> tag was attempted
 INVESTIGATION_CAP = 1.0  # coverage above this earns nothing more
 
 
@@ -77,7 +79,9 @@ def format_score(item: Outcome) -> float:
     """Graded format score in [0, 1] of one outcome (see module docstring)."""
     calls = item.parse.calls
     if not calls:
-        return 0.0
+        # Structured output that is not yet a call (a JSON object without a tool name, a broken
+        # <tool_call>) earns a sliver, so a fresh model's group is not all zeros; prose earns 0.
+        return FORMAT_ATTEMPT if item.parse.n_candidates else 0.0
     quality = sum(item.call_quality) / len(calls)
     unreadable = sum(1 for e in item.parse.errors if "no tool name" not in e)
     quality *= len(calls) / (len(calls) + unreadable)

@@ -50,17 +50,18 @@ def test_build_reward_functions_names_weights_and_zero_drop():
         build_reward_functions({"style": 1.0})
 
 
-def test_format_is_graded_unknown_below_invalid_below_valid():
+def test_format_is_graded_json_below_unknown_below_invalid_below_valid():
     completions = [
         "",
+        'Result: {"customer_id": "C-1", "verdict": "fine"}',
         '<tool_call>{"name": "teleport", "arguments": {}}</tool_call>',
         '<tool_call>{"name": "fetch_user_data", "arguments": {"nope": 1}}</tool_call>',
         '<tool_call>{"name": "fetch_user_data", "arguments": {"customer_id": "C-1"}}</tool_call>',
         _heuristic_plan()[0],
     ]
-    scores = format_reward([None] * 5, completions, **_kw(5))
-    assert scores[0] == 0.0
-    assert 0.0 < scores[1] < scores[2] < scores[3] < scores[4] == 1.0
+    scores = format_reward([None] * 6, completions, **_kw(6))
+    assert scores[0] == 0.0 and scores[1] == 0.05
+    assert scores[1] < scores[2] < scores[3] < scores[4] < scores[5] == 1.0
 
 
 def test_execution_is_the_step_reward_sum_and_grade_needs_a_decision():
