@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -88,11 +89,7 @@ class ReplayCache:
             env = self._envs.get(env_name)
             if env is None:
                 env = self._envs[env_name] = make(env_name)
-            if isinstance(seed, bool) or not isinstance(seed, int):
-                if isinstance(seed, str) and seed.strip().lstrip("-").isdigit():
-                    seed = int(seed)
-                else:
-                    raise ValueError(f"seed must be an integer, got {seed!r}")
+            seed = _as_seed(seed)
             if env.tasks and task not in env.tasks:
                 raise ValueError(f"unknown task {task!r} for env {env_name}")
         except (KeyError, ValueError, ImportError, TypeError) as exc:
@@ -152,6 +149,18 @@ def outcome_from_env(env: ToolEnvironment, completion: Any) -> Outcome:
     except Exception as exc:  # e.g. the adapter never reset its environment
         logger.exception("reading the interactive episode of %s failed", env.name)
         return Outcome(parse, None, (), False, 0, f"episode unreadable: {type(exc).__name__}")
+
+
+def _as_seed(seed: Any) -> int:
+    """An integer seed from a dataset value (int, numpy integer, digit string); else an error."""
+    if isinstance(seed, str) and seed.strip().lstrip("-").isdigit():
+        return int(seed)
+    if not isinstance(seed, bool):
+        try:
+            return operator.index(seed)
+        except TypeError:
+            pass
+    raise ValueError(f"seed must be an integer, got {seed!r}")
 
 
 def _completion_key(completion: Any) -> str:

@@ -156,3 +156,12 @@ def test_an_interactive_environment_that_never_started_scores_zero_without_raisi
     funcs, _ = build_reward_functions()
     for fn in funcs:
         assert fn(None, ["<tool_call>{}</tool_call>"], **kw) in ([0.0], [None])
+
+
+def test_numpy_and_string_seeds_from_a_dataset_rebuild_the_same_episode():
+    import numpy as np
+
+    text, episode = _heuristic_plan()
+    for seed in (np.int64(SEED), str(SEED)):
+        kw = {"env": [ENV], "task": [TASK], "seed": [seed]}
+        assert grade_reward(None, [text], **kw) == [episode.report.grade.total]
