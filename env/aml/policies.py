@@ -36,6 +36,7 @@ class ScriptedPolicy:
     def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
         self._script = self.script(env, observation)
         self._started = False
+        self._mode = "standard"
 
     def act(self, observation: ToolObservation) -> ToolCallAction:
         try:
@@ -86,7 +87,7 @@ class Investigator(ScriptedPolicy):
         case, family, clean_evidence = Case(subj), "", []
         for candidate in families:
             case = Case(subj)
-            yield from ROUTINES[candidate](case, profile, txns)
+            yield from self._run(ROUTINES[candidate](case, profile, txns))
             clean_evidence += case.clean_evidence
             if case.suspicious:
                 family = candidate
@@ -112,6 +113,21 @@ class Investigator(ScriptedPolicy):
 
     def _typology(self, found: str) -> str:
         return found or "structuring"
+
+    def _run(self, routine: Script) -> Script:
+        """Drive a routine, dropping switches to the rule mode already active."""
+        mode = self._mode
+        try:
+            action = next(routine)
+            while True:
+                if action.tool == "update_system_prompt":
+                    if action.arguments["rule_mode"] == mode:
+                        action = routine.send(None)  # routines ignore a switch's result
+                        continue
+                    mode = self._mode = action.arguments["rule_mode"]
+                action = routine.send((yield action))
+        except StopIteration:
+            return
 
     def verdict(self, env: ToolEnvironment, case: Case) -> tuple[bool, Case]:
         return case.suspicious, case

@@ -64,7 +64,8 @@ def build(b: Builder) -> None:
         owner = b.person()
         subject.company = b.company(subject.name, "Domestic", [(owner.id, 100.0)]).id
     if subject.id not in w.sof:
-        b.sof(subject.id, "verified", "Income documents on file match the profile.", "Payslips.")
+        detail = "Audited accounts." if subject.kind == "business" else "Payslips."
+        b.sof(subject.id, "verified", "Documents on file match the declared income.", detail)
     if not any(subject.id in users for users in w.devices.values()):
         b.device([subject.id])
 
