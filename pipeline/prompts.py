@@ -30,7 +30,9 @@ _PLAN_FORMAT = (
     "## Output format\n"
     "Write the whole investigation in this one reply. Put every tool call on its own line as\n"
     '<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>\n'
-    "with arguments as a JSON object that matches the tool's signature. The calls run in the "
+    "with arguments as a JSON object that matches the tool's signature, for example\n"
+    "{example}\n"
+    "The calls run in the "
     "order you write them and you do not see their results, so take ids and amounts from the "
     "case in front of you. End with exactly one terminal tool ({terminals}); nothing after it "
     "runs. You may think first inside <think>...</think>."
@@ -42,6 +44,26 @@ _INTERACTIVE_FORMAT = (
     "next call. Ids you need come from earlier results. Finish with exactly one terminal tool "
     "({terminals}), which ends the case."
 )
+
+
+def _example_call(specs: list[ToolSpec]) -> str:
+    """One call of the first tool with placeholder arguments, to show the exact shape."""
+    readers = [s for s in specs if s.kind in ("investigation", "lookup")]
+    spec = next(iter(readers or [s for s in specs if not s.terminal] or specs), None)
+    if spec is None:
+        return ""
+    required = spec.parameters.get("required", [])
+    args = {}
+    for arg, schema in spec.parameters.get("properties", {}).items():
+        if arg in required:
+            kind = schema.get("type")
+            if "enum" in schema:
+                args[arg] = schema["enum"][0]
+            else:
+                args[arg] = {"integer": 1, "number": 1.0, "boolean": True, "array": []}.get(
+                    kind, f"<{arg}>"
+                )
+    return render_completion([{"tool": spec.name, "arguments": args}])
 
 
 def _one_line(text: str) -> str:
@@ -85,7 +107,7 @@ def system_prompt(env_name: str, mode: str = "plan") -> str:
             for spec in group:
                 tool_text.extend(_tool_lines(spec))
         parts.append("\n".join(tool_text))
-        parts.append(_PLAN_FORMAT.format(terminals=terminals))
+        parts.append(_PLAN_FORMAT.format(terminals=terminals, example=_example_call(specs)))
     else:
         parts.append(_INTERACTIVE_FORMAT.format(terminals=terminals))
     return "\n\n".join(parts)
