@@ -3,6 +3,7 @@
     python train_grpo.py --config configs/cpu.yaml                  # short real CPU training
     python train_grpo.py --dry-run                                  # end to end in minutes
     python train_grpo.py --dry-run --mode interactive
+    python train_grpo.py --config configs/cpu.yaml --sft-warmup 30   # format warm start, then GRPO
     python train_grpo.py --config configs/cpu.yaml --set training.learning_rate=5e-6 --resume
     accelerate launch --config_file configs/accelerate/single_gpu.yaml train_grpo.py \\
         --config configs/a100.yaml --push-to-hub --hub-model-id USER/NAME
@@ -64,6 +65,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="SECTION.KEY=VALUE",
         help="override any config key (repeatable; value parsed as YAML)",
+    )
+    parser.add_argument(
+        "--sft-warmup",
+        type=int,
+        default=0,
+        metavar="N",
+        help="first N SFT steps on the heuristic policy's plans (train seeds; plan mode)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser.parse_args(argv)
@@ -182,12 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         import unsloth  # noqa: F401  - must come before trl/transformers so its patches apply
     try:
         cfg = load_config(args.config, overrides)
+        if args.sft_warmup and cfg.data.mode != "plan":
+            raise ConfigError("--sft-warmup trains plan-mode completions: use --mode plan")
     except (ConfigError, FileNotFoundError) as exc:
         console.print(f"[bold red]config error:[/] {exc}")
         return 2
     from pipeline.training import train
 
-    result = train(cfg, resume=args.resume)
+    result = train(cfg, resume=args.resume, sft_steps=args.sft_warmup)
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
     return finish(cfg, result, args.dry_run, console)

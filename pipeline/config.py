@@ -350,8 +350,10 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(
             "training.use_vllm needs a CUDA backend; set model.backend or use_vllm=false"
         )
-    if cpu and (t.get("bf16") or t.get("fp16")):
-        raise ConfigError(f"bf16/fp16 mixed precision needs a GPU; backend {m.backend} runs fp32")
+    if cpu and t.get("fp16"):
+        raise ConfigError(
+            f"fp16 mixed precision needs a GPU; backend {m.backend}: use bf16 or fp32"
+        )
     if m.backend in ("bnb4bit", "unsloth") and not cfg.peft.enabled:
         raise ConfigError(
             f"model.backend={m.backend} trains 4-bit weights only through LoRA: peft.enabled=true"

@@ -143,8 +143,11 @@ class TrainerBundle:
     reward_names: list[str] = field(default_factory=list)
 
 
-def build_trainer(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) -> TrainerBundle:
-    """Assemble TRL's GRPOTrainer for ``cfg`` (no training yet)."""
+def build_trainer(
+    cfg: TrainConfig, extra_callbacks: list[Any] | None = None, sft_steps: int = 0
+) -> TrainerBundle:
+    """Assemble TRL's GRPOTrainer for ``cfg`` (no training yet); ``sft_steps`` > 0 first runs
+    the heuristic-plan SFT warm start (pipeline/warmup.py) on the same model."""
     from trl import GRPOTrainer
 
     from pipeline.model import load_model_and_tokenizer
@@ -156,6 +159,12 @@ def build_trainer(cfg: TrainConfig, extra_callbacks: list[Any] | None = None) ->
     funcs = [record_prompts(funcs[0], Path(cfg.output_dir) / PROMPT_LOG), *funcs[1:]]
     args = build_grpo_config(cfg, weights)
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft)
+    if sft_steps > 0:
+        from pipeline.warmup import sft_warmup
+
+        if cfg.data.mode != "plan":
+            raise ValueError("--sft-warmup trains plan-mode completions: use --mode plan")
+        sft_warmup(model, tokenizer, train, sft_steps, cfg, args)
     kwargs: dict[str, Any] = {}
     if cfg.data.mode == "interactive":
         from pipeline.interactive import environment_factory
@@ -193,11 +202,15 @@ class RunResult:
     curves_png: Path | None = None
 
 
-def train(cfg: TrainConfig, resume: bool = False, extra_callbacks: list | None = None) -> RunResult:
-    """Train, save the final adapter/model to ``output_dir/final`` and write the artefacts."""
-    bundle = build_trainer(cfg, extra_callbacks)
-    trainer = bundle.trainer
+def train(
+    cfg: TrainConfig, resume: bool = False, extra_callbacks: list | None = None, sft_steps: int = 0
+) -> RunResult:
+    """Train, save the final adapter/model to ``output_dir/final`` and write the artefacts.
+
+    A resumed run skips the SFT warm start: its checkpoint already holds the warmed-up adapter."""
     checkpoint = newest_checkpoint(cfg.output_dir) if resume else None
+    bundle = build_trainer(cfg, extra_callbacks, 0 if checkpoint else sft_steps)
+    trainer = bundle.trainer
     if resume and checkpoint is None:
         logger.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output_dir)
     start = time.perf_counter()
@@ -233,6 +246,7 @@ def train(cfg: TrainConfig, resume: bool = False, extra_callbacks: list | None =
             "reward_functions": bundle.reward_names,
             "mode": cfg.data.mode,
             "backend": cfg.model.backend,
+            "sft_warmup_steps": 0 if checkpoint else sft_steps,
             "peak_gpu_memory_gb": _peak_gpu_memory_gb(),
         }
         (out / RUN_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

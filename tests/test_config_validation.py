@@ -43,7 +43,7 @@ def test_later_overrides_win() -> None:
         ("data.mode=chat", "plan or interactive"),
         ("rewards.weights={style: 1.0}", "unknown components"),
         ("training.use_vllm=true", "needs a CUDA backend"),
-        ("training.bf16=true", "needs a GPU"),
+        ("training.fp16=true", "fp16 mixed precision needs a GPU"),
         ("training.report_to=wandb", "its own section"),
         ("hub.push=true", "hub_model_id"),
     ],
