@@ -9,6 +9,10 @@
 2. ``build_dataset`` of 10,000 prompt rows (reset + render per row). Target: <= 20 s.
 
 Pinned to one core where the OS allows it. Writes the RESULTS.md section "bench_rewards".
+
+``--fresh-model K`` instead samples G=4 completions for K eval prompts from the untrained CPU
+default model (SmolLM2-135M-Instruct) and reports how often a group's rewards are all equal (no
+GRPO signal); RESULTS.md section "bench_rewards_fresh". Slow on CPU (minutes per prompt).
 """
 
 from __future__ import annotations
@@ -108,13 +112,65 @@ def bench_dataset(env_name: str, n_rows: int) -> dict[str, float]:
     return {"rows": len(ds), "build_s": time.perf_counter() - start}
 
 
+def fresh_model_signal(env_name: str, k: int, group: int = 4, max_new_tokens: int = 256) -> str:
+    """Score an untrained model's sampled groups: does a fresh model get any GRPO signal?"""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pipeline.model import smollm2_path
+    from rewards.score import score_batch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # a shared machine: one core, like the rest of this benchmark
+    path = smollm2_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    rows = []
+    for row in build_dataset(env_name, n=k, split="eval"):
+        inputs = tokenizer.apply_chat_template(
+            row["prompt"], add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        with torch.no_grad():
+            out = model.generate(
+                **inputs,
+                do_sample=True,
+                temperature=1.0,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=group,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        for seq in out:
+            text = tokenizer.decode(seq[inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+            rows.append({**{c: row[c] for c in ("env", "task", "seed")}, "completion": text})
+    scored = score_batch(rows)
+    groups = [scored[i : i + group] for i in range(0, len(scored), group)]
+    flat = sum(len({r["total"] for r in g}) == 1 for g in groups)
+    with_calls = sum(r["n_calls"] > 0 for r in scored)
+    attempts = sum(r["rewards"]["format"] > 0 for r in scored)
+    return (
+        f"`python benchmarks/bench_rewards.py --env {env_name} --fresh-model {k}` on {machine()}: "
+        f"SmolLM2-135M-Instruct, untrained, plan-mode prompts, G={group}, "
+        f"{max_new_tokens} new tokens, temperature 1.0.\n\n"
+        f"| completions | with >= 1 parsed call | format > 0 | groups | all-equal groups |\n"
+        f"|---|---|---|---|---|\n"
+        f"| {len(scored)} | {with_calls} | {attempts} | {len(groups)} | {flat} |"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", default="aml")
     parser.add_argument("--completions", type=int, default=1024)
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    parser.add_argument("--fresh-model", type=int, default=0, metavar="K", help="see docstring")
     args = parser.parse_args(argv)
+    if args.fresh_model:
+        body = fresh_model_signal(args.env, args.fresh_model)
+        print(body)
+        if not args.no_write:
+            write_section("bench_rewards_fresh", body)
+        return 0
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
 
