@@ -98,7 +98,7 @@ def test_dry_run_with_the_configured_cpu_model_trains_saves_and_reloads(tmp_path
     out = tmp_path / "dry"
     command = [sys.executable, str(ROOT / "train_grpo.py"), "--dry-run", "--output-dir", str(out)]
     done = subprocess.run(
-        command, cwd=ROOT, env=_offline_env(), capture_output=True, text=True, timeout=900
+        command, cwd=ROOT, env=_offline_env(), capture_output=True, text=True, timeout=2400
     )
     assert done.returncode == 0, done.stderr[-3000:]
     info = json.loads((out / RUN_INFO).read_text())
