@@ -83,7 +83,8 @@ class LedgerEnv(ToolEnvironment):
 
 
 def _normalise(schema: dict) -> dict:
-    """The parts of a parameter schema a model reads, in one shape for pydantic and transformers."""
+    """The parts of a parameter schema a model reads, in one shape for pydantic and transformers
+    (texts compared with whitespace collapsed: the generated docstrings are one line per argument)."""
     out = {}
     for name, prop in schema.get("properties", {}).items():
         prop = dict(prop)
@@ -94,12 +95,12 @@ def _normalise(schema: dict) -> dict:
             "type": prop.get("type"),
             "items": prop.get("items", {}).get("type"),
             "enum": prop.get("enum"),
-            "description": prop.get("description"),
+            "description": " ".join((prop.get("description") or "").split()),
         }
     return {"properties": out, "required": sorted(schema.get("required", []))}
 
 
-ENV_CLASSES = [LedgerEnv, *[env.env_class(name) for name in ("support",)]]
+ENV_CLASSES = [LedgerEnv, *[env.env_class(name) for name in env.names()]]
 
 
 @pytest.mark.parametrize("env_cls", ENV_CLASSES, ids=lambda c: c.name)
@@ -108,7 +109,7 @@ def test_trl_schema_of_each_generated_method_matches_the_tool_spec(env_cls):
     for spec, method in zip(env_cls.tool_specs(), tool_methods(adapter), strict=True):
         schema = get_json_schema(method)["function"]
         assert schema["name"] == spec.name
-        assert schema["description"] == spec.description
+        assert schema["description"] == " ".join(spec.description.split())
         assert _normalise(schema["parameters"]) == _normalise(spec.parameters)
 
 
