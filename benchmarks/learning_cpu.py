@@ -1,0 +1,270 @@
+"""Learning benchmark on CPU: does GRPO make SmolLM2-135M better on AML cases it never saw?
+
+    python benchmarks/learning_cpu.py                 # full run (~60 min per mode on 2 cores)
+    python benchmarks/learning_cpu.py --quick         # smoke run: a few minutes, figures meaningless
+
+The story, per mode (plan, then interactive):
+1. evaluate the untrained model on held-out eval seeds (``env.seeds`` "eval" split) of AML easy;
+2. plan mode: run the format warm start (SFT on the honest heuristic's plans, train seeds only)
+   inside ``pipeline.training.build_trainer`` and save that adapter as the "warm" stage; the
+   interactive mode has no warm start (its multi-turn format comes from the tool results);
+3. GRPO for the configured steps on train seeds, save the adapter as the "grpo" stage;
+4. evaluate each stage on the same eval seeds, greedy decoding, and compare them with paired 95%
+   bootstrap intervals (``pipeline.stats``).
+
+It writes ``<out>/<mode>/eval_<stage>.json`` (scripts/compare_results.py reads them), the GRPO
+reward curves (``reward_curves.png``), a bar chart of every stage with intervals
+(``<out>/learning_cpu.png``) and the "learning_cpu" section of benchmarks/RESULTS.md with the
+targets of issue 9 checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.results import machine, write_section  # noqa: E402
+from pipeline.stats import bar_chart, fmt, interval_table, paired_difference  # noqa: E402
+
+logger = logging.getLogger("learning_cpu")
+CONFIGS = {"plan": "configs/cpu.yaml", "interactive": "configs/cpu_interactive.yaml"}
+FULL = {"episodes": 100, "sft_steps": 30, "grpo_steps": 20, "n_train": 64, "plan_tokens": 256}
+FULL.update(turn_tokens=128)
+QUICK = {"episodes": 2, "sft_steps": 2, "grpo_steps": 1, "n_train": 4, "plan_tokens": 48}
+QUICK.update(turn_tokens=32)
+QUICK_OVERRIDES = [
+    "training.per_device_train_batch_size=2",
+    "training.num_generations=2",
+    "training.max_completion_length=48",
+]
+QUICK_INTERACTIVE = ["training.max_completion_length=256", "training.max_tool_calling_iterations=1"]
+TARGETS = {"valid_call_rate": 0.9, "decision_rate": 0.8, "grade_gain": 0.10}
+"""Issue 9's plan-mode targets: valid calls, decisions reached, grade gain over the untrained."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="Smoke parameters (minutes)")
+    parser.add_argument("--modes", default="plan,interactive", help="Comma list of modes")
+    parser.add_argument("--episodes", type=int, default=None, help="Eval seeds per stage")
+    parser.add_argument("--sft-steps", type=int, default=None, help="Warm-start SFT steps (plan)")
+    parser.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps")
+    parser.add_argument("--n-train", type=int, default=None, help="Training prompts (train seeds)")
+    parser.add_argument("--plan-tokens", type=int, default=None, help="Tokens of a plan reply")
+    parser.add_argument("--turn-tokens", type=int, default=None, help="Tokens of a turn reply")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--output-dir", type=Path, default=Path("outputs/learning_cpu"))
+    parser.add_argument("--no-results", action="store_true", help="Do not write RESULTS.md")
+    args = parser.parse_args(argv)
+    preset = QUICK if args.quick else FULL
+    for key, value in preset.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def evaluate_checkpoint(
+    path: Path, mode: str, episodes: int, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """Play ``episodes`` AML easy eval seeds with a checkpoint; rows as pipeline.evaluation's,
+    plus ``n_errors`` (for the share of valid tool calls)."""
+    import env as registry
+    from env.rollout import play
+    from env.seeds import split_seeds
+    from pipeline.agents import make_model_policy
+    from pipeline.evaluation import _category, _decision_correct, summarize
+
+    environment = registry.make("aml")
+    rows = []
+    for seed in split_seeds("eval", episodes):
+        policy = make_model_policy(f"checkpoint:{path}", "aml", mode, seed, **settings)
+        episode = play(environment, policy, "easy", seed)
+        report = episode.report
+        rows.append(
+            {
+                "seed": seed,
+                "task": "easy",
+                "grade": report.grade.total,
+                "components": report.grade.components,
+                "decision": report.grade.decision,
+                "decision_correct": _decision_correct(environment, episode),
+                "steps": report.steps,
+                "n_errors": report.n_errors,
+                "metrics": report.metrics,
+                "category": _category(episode.truth),
+            }
+        )
+        logger.info("%s %s seed %d: grade %.3f", path.name, mode, seed, report.grade.total)
+    summary = summarize(rows)
+    summary.update(env="aml", policy=str(path), split="eval", mode=mode, tasks=["easy"])
+    return {"summary": summary, "episodes": rows}
+
+
+def train_stages(mode: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Warm start (plan) and GRPO; saves ``warm`` and ``grpo`` adapters; returns timings."""
+    from pipeline.config import load_config
+    from pipeline.training import build_trainer, write_history
+
+    overrides = [
+        f"output_dir={out / 'run'}",
+        "data.tasks=[easy]",
+        f"data.n_train={args.n_train}",
+        f"training.max_steps={args.grpo_steps}",
+        "training.save_strategy=no",
+        "logging.log_completions=false",
+    ]
+    if args.quick:
+        overrides += QUICK_OVERRIDES + (QUICK_INTERACTIVE if mode == "interactive" else [])
+    cfg = load_config(CONFIGS[mode], overrides)
+    sft_steps = args.sft_steps if mode == "plan" else 0
+    start = time.perf_counter()
+    bundle = build_trainer(cfg, sft_steps=sft_steps)
+    warm_seconds = time.perf_counter() - start
+    stages = {}
+    if sft_steps:
+        bundle.model.save_pretrained(str(out / "warm"))
+        bundle.tokenizer.save_pretrained(str(out / "warm"))
+        stages["warm"] = out / "warm"
+    start = time.perf_counter()
+    bundle.trainer.train()
+    grpo_seconds = time.perf_counter() - start
+    bundle.trainer.save_model(str(out / "grpo"))
+    bundle.tokenizer.save_pretrained(str(out / "grpo"))
+    stages["grpo"] = out / "grpo"
+    history = bundle.trainer.state.log_history
+    _, curves = write_history(history, out)
+    zero_std = [r["frac_reward_zero_std"] for r in history if "frac_reward_zero_std" in r]
+    return {
+        "stages": stages,
+        "curves": curves,
+        "warm_seconds": round(warm_seconds, 1),
+        "grpo_seconds": round(grpo_seconds, 1),
+        "frac_reward_zero_std": round(sum(zero_std) / len(zero_std), 3) if zero_std else None,
+    }
+
+
+def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Evaluate untrained, train, evaluate each stage; results and figures of one mode."""
+    out = args.output_dir / mode
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {"plan_max_new_tokens": args.plan_tokens, "max_new_tokens": args.turn_tokens}
+    results: dict[str, Any] = {}
+    start = time.perf_counter()
+    results["untrained"] = evaluate_checkpoint(base, mode, args.episodes, settings)
+    training = train_stages(mode, args, out)
+    for stage, path in training["stages"].items():
+        results[stage] = evaluate_checkpoint(path, mode, args.episodes, settings)
+    for stage, result in results.items():
+        (out / f"eval_{stage}.json").write_text(json.dumps(result, indent=1, default=str))
+    return {"results": results, "seconds": round(time.perf_counter() - start, 1), **training}
+
+
+def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
+    """Table of one mode: each stage's figures with 95% intervals, then the paired gains."""
+    results = run["results"]
+    lines = [
+        f"**{mode} mode** ({run['seconds']:.0f} s in all; warm start + model load "
+        f"{run['warm_seconds']:.0f} s, GRPO {run['grpo_seconds']:.0f} s, mean "
+        f"frac_reward_zero_std {run['frac_reward_zero_std']})",
+        "",
+        "| stage | episodes | mean grade [95% CI] | decision rate | valid calls | decision acc. |",
+        "|---|---|---|---|---|---|",
+    ]
+    for stage, result in results.items():
+        t = interval_table(result["episodes"])["all"]
+        lines.append(
+            f"| {stage} | {t['grade']['n']} | {fmt(t['grade'])} | {fmt(t['decision_rate'])} | "
+            f"{fmt(t['valid_call_rate'])} | {fmt(t['decision_accuracy'])} |"
+        )
+    lines += ["", "| comparison | grade difference [paired 95% CI] |", "|---|---|"]
+    pairs = [("untrained", s) for s in results if s != "untrained"]
+    if "warm" in results:
+        pairs.append(("warm", "grpo"))
+    for before, after in pairs:
+        diff = paired_difference(results[before]["episodes"], results[after]["episodes"])
+        lines.append(f"| {after} - {before} | {fmt(diff)} |")
+    final = interval_table(results["grpo"]["episodes"])["all"]
+    base = interval_table(results["untrained"]["episodes"])["all"]
+    gain = final["grade"]["mean"] - base["grade"]["mean"]
+    checks = [
+        ("valid calls >= 0.9", final["valid_call_rate"]["mean"] >= TARGETS["valid_call_rate"]),
+        ("decisions >= 0.8", final["decision_rate"]["mean"] >= TARGETS["decision_rate"]),
+        (
+            "grade gain >= 0.10, intervals apart",
+            gain >= TARGETS["grade_gain"] and final["grade"]["low"] > base["grade"]["high"],
+        ),
+    ]
+    if "warm" in results:
+        diff = paired_difference(results["warm"]["episodes"], results["grpo"]["episodes"])
+        checks.append(("GRPO above warm start (interval > 0)", diff["low"] > 0))
+    lines += ["", "Targets: " + "; ".join(f"{n}: {'met' if ok else 'NOT met'}" for n, ok in checks)]
+    return lines
+
+
+def chart(runs: dict[str, dict[str, Any]], path: Path) -> Path:
+    """Mean grade with 95% intervals of every stage, grouped by mode."""
+    series: dict[str, dict[str, dict[str, float]]] = {}
+    for mode, run in runs.items():
+        for stage, result in run["results"].items():
+            series.setdefault(stage, {})[mode] = interval_table(result["episodes"])["all"]["grade"]
+    return bar_chart(series, path, "SmolLM2-135M on AML easy (held-out seeds): grade per stage")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+
+    from pipeline.model import smollm2_path
+
+    torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)  # a shared machine: fewer threads spin less
+    base = smollm2_path()
+    runs = {}
+    for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+        if mode not in CONFIGS:
+            raise SystemExit(f"unknown mode {mode!r}; choose from {', '.join(CONFIGS)}")
+        logger.info("mode %s: untrained eval, training, stage evals", mode)
+        runs[mode] = run_mode(mode, base, args)
+    png = chart(runs, args.output_dir / "learning_cpu.png")
+    command = "python benchmarks/learning_cpu.py" + (" --quick" if args.quick else "")
+    if args.modes != "plan,interactive":
+        command += f" --modes {args.modes}"
+    label = (
+        "SMOKE RUN (--quick): a handful of episodes and steps; it proves the script runs end to "
+        "end, its figures say nothing about learning."
+        if args.quick
+        else "Full run."
+    )
+    body = [
+        "## learning_cpu",
+        "",
+        f"`{command}` on {machine()}. {label}",
+        f"SmolLM2-135M-Instruct + LoRA, AML easy, {args.episodes} held-out eval seeds per stage "
+        f"(greedy), warm start {args.sft_steps} SFT steps (plan mode only), {args.grpo_steps} "
+        f"GRPO steps on {args.n_train} train prompts. Chart: `{png}`; per-stage JSON under "
+        f"`{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
+        "",
+    ]
+    for mode, run in runs.items():
+        body += mode_markdown(mode, run) + [""]
+    text = "\n".join(body)
+    print(text)
+    if not args.no_results:
+        write_section("learning_cpu", text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
