@@ -88,7 +88,7 @@ STYLES = ["tags", "tags_prose", "fenced", "bare", "list", "openai", "messages"]
 KEYS = [("name", "arguments"), ("tool", "arguments"), ("name", "args"), ("tool", "parameters")]
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     plan=calls,
     style=st.sampled_from(STYLES),
