@@ -1,0 +1,57 @@
+"""learning_cpu's report logic on real evaluations: scripted policies stand in for the stages."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.learning_cpu import QUICK, chart, mode_markdown, parse_args
+from pipeline.evaluation import evaluate
+
+
+def _with_errors(result: dict) -> dict:
+    for row in result["episodes"]:
+        row.setdefault("n_errors", 0)
+    return result
+
+
+@pytest.fixture(scope="module")
+def stages() -> dict[str, dict]:
+    """random as the untrained model, heuristic as warm start and GRPO (same 6 eval seeds)."""
+    random = evaluate("aml", "random", tasks="easy", episodes=6, progress=False)
+    heuristic = evaluate("aml", "heuristic", tasks="easy", episodes=6, progress=False)
+    return {"untrained": _with_errors(random), "warm": _with_errors(heuristic), "grpo": heuristic}
+
+
+def _run(results: dict) -> dict:
+    return {
+        "results": results,
+        "seconds": 1.0,
+        "warm_seconds": 0.5,
+        "grpo_seconds": 0.5,
+        "frac_reward_zero_std": 0.25,
+    }
+
+
+def test_targets_are_checked_against_the_untrained_and_warm_stages(stages, tmp_path) -> None:
+    text = "\n".join(mode_markdown("plan", _run(stages)))
+    assert "| grpo - untrained |" in text and "| grpo - warm |" in text
+    assert "valid calls >= 0.9: met" in text
+    assert "decisions >= 0.8: met" in text
+    assert "grade gain >= 0.10, intervals apart: met" in text
+    # GRPO equal to the warm start is not "above" it.
+    assert "GRPO above warm start (interval > 0): NOT met" in text
+    png = chart({"plan": _run(stages)}, tmp_path / "lc.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_final_stage_worse_than_the_untrained_fails_the_gain_target(stages) -> None:
+    run = _run({"untrained": stages["grpo"], "grpo": stages["untrained"]})
+    text = "\n".join(mode_markdown("interactive", run))
+    assert "grade gain >= 0.10, intervals apart: NOT met" in text
+    assert "GRPO above warm start" not in text  # no warm stage in this mode
+
+
+def test_quick_preset_fills_unset_arguments_only() -> None:
+    args = parse_args(["--quick", "--episodes", "5"])
+    assert args.episodes == 5 and args.sft_steps == QUICK["sft_steps"]
+    assert parse_args([]).episodes == 100
