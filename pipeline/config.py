@@ -137,7 +137,7 @@ class RewardsSection:
     """Weights of the decomposed reward components (rewards/)."""
 
     weights: dict[str, float] = field(default_factory=dict)
-    """Component -> weight; components not named keep rewards.REWARD_WEIGHTS_DEFAULT; 0 drops one."""
+    """Component -> weight; components not named keep rewards.REWARD_WEIGHTS_DEFAULT; 0 = logged only."""
 
 
 @dataclass

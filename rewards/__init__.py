@@ -25,7 +25,10 @@ REWARD_WEIGHTS_DEFAULT: dict[str, float] = {
     "investigation": 0.5,
     "execution": 1.0,
     "grade": 2.0,
-    "os_mechanics": 0.3,
+    # OS mechanics already reach the total through the AML grade's os_mechanics component and
+    # the step shaping in execution; weighting this component too would count them twice. It is
+    # still computed and logged (weight 0) so the curve can be watched.
+    "os_mechanics": 0.0,
 }
 
 REWARD_FUNCTIONS: dict[str, Callable[..., list]] = {
@@ -52,7 +55,7 @@ def resolve_weights(weights: Mapping[str, float] | None = None) -> dict[str, flo
 def build_reward_functions(
     weights: Mapping[str, float] | None = None,
 ) -> tuple[list[Callable[..., Any]], list[float]]:
-    """The reward functions and their weights; a weight of 0 drops that component.
+    """The reward functions and their weights; a weight of 0 keeps a component logged, not counted.
 
     Args:
         weights: Component name -> weight; names not given keep ``REWARD_WEIGHTS_DEFAULT``.
@@ -61,8 +64,7 @@ def build_reward_functions(
         ``(funcs, weights)`` in the order format, investigation, execution, grade, os_mechanics.
     """
     resolved = resolve_weights(weights)
-    pairs = [(REWARD_FUNCTIONS[n], w) for n, w in resolved.items() if w != 0.0]
-    return [f for f, _ in pairs], [w for _, w in pairs]
+    return [REWARD_FUNCTIONS[n] for n in resolved], list(resolved.values())
 
 
 __all__ = [
