@@ -346,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         f"`{command}` on {machine()}. {label}",
         f"SmolLM2-135M-Instruct + LoRA, AML easy, {args.episodes} held-out eval seeds per stage "
         f"(greedy), warm start {args.sft_steps} SFT steps (plan mode only), {args.grpo_steps} "
-        f"GRPO steps on {args.n_train} train prompts. Chart: `{png}`; per-stage JSON under "
+        f"GRPO steps on {args.n_train} train prompts. Chart: `{png}`; GRPO reward curves "
+        f"`{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON under "
         f"`{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
         "",
     ]

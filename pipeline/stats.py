@@ -235,10 +235,15 @@ def bar_chart(
             errs[0].append(max(0.0, iv["mean"] - iv["low"]))
             errs[1].append(max(0.0, iv["high"] - iv["mean"]))
         ax.bar(xs, means, width, yerr=errs, capsize=3, label=label)
+    bounds = [
+        iv[k] for t in series.values() for iv in t.values() if iv["n"] for k in ("low", "high")
+    ]
+    if bounds and min(bounds) >= 0.0 and max(bounds) <= 1.0:
+        ax.set_ylim(0.0, 1.05)  # shares and grades: the whole [0, 1] scale, even when all are 0
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=30, ha="right", fontsize="small")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize="medium")
     ax.grid(axis="y", alpha=0.3)
     if len(series) > 1:
         ax.legend(fontsize="small")
