@@ -23,12 +23,15 @@ MODEL_PREFIXES = ("checkpoint:", "openai:")
 CLEAN_VERDICTS = {"clean", "legitimate", "benign", "none", "no_crime"}
 
 
-def resolve_policy(spec: str, env_name: str, seed: int, mode: str = "interactive") -> Policy:
-    """A policy from a registry name or a ``checkpoint:``/``openai:`` model spec."""
+def resolve_policy(
+    spec: str, env_name: str, seed: int, mode: str = "interactive", **settings: Any
+) -> Policy:
+    """A policy from a registry name or a ``checkpoint:``/``openai:`` model spec (``settings``:
+    ``pipeline.agents.GenerationSettings`` fields for the models, e.g. plan_max_new_tokens)."""
     if spec.startswith(MODEL_PREFIXES):
         from pipeline.agents import make_model_policy  # lazy: heavy imports
 
-        return make_model_policy(spec, env_name, mode, seed)
+        return make_model_policy(spec, env_name, mode, seed, **settings)
     table = registry.policies(env_name)
     if spec not in table:
         raise KeyError(f"unknown policy {spec!r} for {env_name}; choose from {', '.join(table)}")
@@ -115,6 +118,7 @@ def evaluate(
     progress: bool = True,
     mode: str = "interactive",
     on_episode: Callable[[dict[str, Any]], None] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Play ``episodes`` seeds per task and summarise; see the module docstring."""
     task_list = parse_tasks(env_name, tasks)
@@ -128,7 +132,7 @@ def evaluate(
     rows = []
     for task in task_list:
         for seed in seeds:
-            policy = resolve_policy(policy_spec, env_name, seed, mode)
+            policy = resolve_policy(policy_spec, env_name, seed, mode, **(settings or {}))
             episode = play(environment, policy, task, seed)
             report = episode.report
             row = {
@@ -139,6 +143,7 @@ def evaluate(
                 "decision": report.grade.decision,
                 "decision_correct": _decision_correct(environment, episode),
                 "steps": report.steps,
+                "n_errors": report.n_errors,
                 "total_reward": round(sum(report.step_rewards), 4),
                 "metrics": report.metrics,
                 "category": _category(episode.truth),

@@ -21,6 +21,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from pipeline.evaluation import evaluate  # noqa: E402
+from pipeline.stats import fmt, intervals, result_chart, write_result_csv  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed-offset", type=int, default=0, help="First seed within the split")
     parser.add_argument("--mode", default="interactive", choices=("interactive", "plan"))
     parser.add_argument("--json", type=Path, default=None, help="Write summary + episodes here")
+    parser.add_argument("--csv", type=Path, default=None, help="Write 95%% CIs per group here")
+    parser.add_argument("--png", type=Path, default=None, help="Write a chart with 95%% CIs")
     parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar")
     return parser.parse_args(argv)
 
@@ -86,7 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         progress=not args.no_progress,
         mode=args.mode,
     )
-    render(result["summary"], Console())
+    console = Console()
+    render(result["summary"], console)
+    overall = intervals(result)["overall"]
+    console.print(f"mean grade {fmt(overall['grade'])} (95% bootstrap interval)")
+    if args.csv is not None:
+        write_result_csv(result, args.csv)
+    if args.png is not None:
+        result_chart(result, args.png)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1, default=str))

@@ -110,3 +110,16 @@ def test_csv_png_and_script(results: dict[str, dict], tmp_path) -> None:
     first = next(csv.DictReader(out.read_text(encoding="utf-8").splitlines()))
     assert first["group"] == "all" and first["significant"] == "True"
     assert float(first["difference_low"]) > 0.2
+
+
+def test_evaluate_cli_writes_interval_csv_and_chart(tmp_path, capsys) -> None:
+    from scripts.evaluate import main
+
+    csv_path, png_path = tmp_path / "e.csv", tmp_path / "e.png"
+    argv = ["--policy", "heuristic", "--tasks", "easy", "--episodes", "3", "--no-progress"]
+    assert main([*argv, "--csv", str(csv_path), "--png", str(png_path)]) == 0
+    assert "95% bootstrap interval" in capsys.readouterr().out
+    rows = list(csv.DictReader(csv_path.read_text(encoding="utf-8").splitlines()))
+    assert rows[0]["group"] == "all" and rows[0]["n"] == "3"
+    assert float(rows[0]["valid_call_rate_mean"]) > 0.9  # rows now carry n_errors
+    assert png_path.read_bytes()[:8] == PNG_MAGIC
