@@ -89,38 +89,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def evaluate_checkpoint(
     path: Path, mode: str, episodes: int, settings: dict[str, Any]
 ) -> dict[str, Any]:
-    """Play ``episodes`` AML easy eval seeds with a checkpoint; rows as pipeline.evaluation's,
-    plus ``n_errors`` (for the share of valid tool calls)."""
-    import env as registry
-    from env.rollout import play
-    from env.seeds import split_seeds
-    from pipeline.agents import make_model_policy
-    from pipeline.evaluation import _category, _decision_correct, summarize
+    """Play ``episodes`` AML easy eval seeds with a checkpoint (``pipeline.evaluation``)."""
+    from pipeline.evaluation import evaluate
 
-    environment = registry.make("aml")
-    rows = []
-    for seed in split_seeds("eval", episodes):
-        policy = make_model_policy(f"checkpoint:{path}", "aml", mode, seed, **settings)
-        episode = play(environment, policy, "easy", seed)
-        report = episode.report
-        rows.append(
-            {
-                "seed": seed,
-                "task": "easy",
-                "grade": report.grade.total,
-                "components": report.grade.components,
-                "decision": report.grade.decision,
-                "decision_correct": _decision_correct(environment, episode),
-                "steps": report.steps,
-                "n_errors": report.n_errors,
-                "metrics": report.metrics,
-                "category": _category(episode.truth),
-            }
-        )
-        logger.info("%s %s seed %d: grade %.3f", path.name, mode, seed, report.grade.total)
-    summary = summarize(rows)
-    summary.update(env="aml", policy=str(path), split="eval", mode=mode, tasks=["easy"])
-    return {"summary": summary, "episodes": rows}
+    result = evaluate(
+        "aml",
+        f"checkpoint:{path}",
+        tasks="easy",
+        episodes=episodes,
+        mode=mode,
+        progress=False,
+        settings=settings,
+    )
+    logger.info("%s %s: mean grade %.3f", path.name, mode, result["summary"]["mean_grade"])
+    return result
 
 
 def evaluate_plans_batched(
