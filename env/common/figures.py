@@ -9,21 +9,44 @@ Prints one markdown table per environment (rows: policies, columns: tasks) and, 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+from collections.abc import Iterable
 
 from env.registry import env_class, make, policies
 from env.rollout import play
 from env.seeds import split_seeds
 
 
+def policy_means(
+    env_name: str, task: str, seeds: list[int], names: Iterable[str] | None = None
+) -> dict[str, dict[str, float]]:
+    """Per policy of ``env_name`` (all, or ``names`` in that order) on ``task`` over ``seeds``:
+    ``mean_grade``, the mean of every grade component, mean ``steps`` and ``internal_errors``.
+
+    The one loop behind every environment's policy figures."""
+    env = make(env_name)
+    factories = policies(env_name)
+    out = {}
+    for name in names or factories:
+        errors_before = env.internal_errors
+        reports = [play(env, factories[name](seed), task, seed).report for seed in seeds]
+        parts: dict[str, list[float]] = {}
+        for report in reports:
+            for key, value in report.grade.components.items():
+                parts.setdefault(key, []).append(value)
+        out[name] = {
+            "mean_grade": statistics.mean(r.grade.total for r in reports),
+            **{key: statistics.mean(values) for key, values in parts.items()},
+            "steps": statistics.mean(r.steps for r in reports),
+            "internal_errors": float(env.internal_errors - errors_before),
+        }
+    return out
+
+
 def mean_grades(env_name: str, task: str, seeds: list[int]) -> dict[str, float]:
     """Mean terminal grade of each policy of ``env_name`` on ``task`` over ``seeds``."""
-    out = {}
-    for policy_name, factory in policies(env_name).items():
-        env = make(env_name)
-        total = sum(play(env, factory(seed), task, seed).report.grade.total for seed in seeds)
-        out[policy_name] = total / len(seeds)
-    return out
+    return {name: row["mean_grade"] for name, row in policy_means(env_name, task, seeds).items()}
 
 
 def table(env_name: str, n_seeds: int) -> str:

@@ -9,32 +9,23 @@ benchmarks/RESULTS.md under "fraud_baselines".
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
+from env.common.figures import policy_means
 from env.fraud.environment import FraudEnvironment
-from env.fraud.policies import POLICIES
-from env.rollout import play
 from env.seeds import split_seeds
 
 
 def measure(episodes: int, split: str = "eval") -> dict[tuple[str, str], dict[str, float]]:
     """Mean grade, its components and internal errors per (task, policy)."""
-    env = FraudEnvironment()
+    seeds = split_seeds(split, episodes)
     table: dict[tuple[str, str], dict[str, float]] = {}
     for task in FraudEnvironment.tasks:
-        for name, factory in POLICIES.items():
-            totals: list[float] = []
-            parts: dict[str, list[float]] = {}
-            for seed in split_seeds(split, episodes):
-                report = play(env, factory(seed), task, seed).report
-                totals.append(report.grade.total)
-                for key, value in report.grade.components.items():
-                    parts.setdefault(key, []).append(value)
-            row = {"mean": statistics.mean(totals)}
-            row.update({k: statistics.mean(v) for k, v in parts.items()})
-            row["internal_errors"] = float(env.internal_errors)
-            table[(task, name)] = row
+        for name, row in policy_means("fraud", task, seeds).items():
+            table[(task, name)] = {
+                "mean": row["mean_grade"],
+                **{k: v for k, v in row.items() if k not in ("mean_grade", "steps")},
+            }
     return table
 
 

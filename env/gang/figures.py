@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import statistics
 import time
 
-import env
-from env.rollout import play
+from env.common.figures import policy_means
 from env.seeds import split_seeds
 
 logger = logging.getLogger(__name__)
@@ -22,25 +20,18 @@ POLICY_ORDER = ("oracle", "heuristic", "flag_everything", "submit_at_once", "ran
 
 def policy_figures(n_seeds: int, tasks: tuple[str, ...] = ("easy", "medium", "hard")) -> dict:
     """``{task: {policy: {mean_grade, precision, recall, success, steps}}}`` on eval seeds."""
-    e = env.make("gang")
-    factories = env.policies("gang")
+    seeds = split_seeds("eval", n_seeds)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for task in tasks:
-        out[task] = {}
-        for name in POLICY_ORDER:
-            reports = [
-                play(e, factories[name](s), task, s).report for s in split_seeds("eval", n_seeds)
-            ]
-            comp = {
-                key: statistics.mean(r.grade.components[key] for r in reports)
-                for key in ("precision", "recall", "success")
+        rows = policy_means("gang", task, seeds, POLICY_ORDER)
+        out[task] = {
+            name: {
+                key: row[key] for key in ("mean_grade", "precision", "recall", "success", "steps")
             }
-            out[task][name] = {
-                "mean_grade": statistics.mean(r.grade.total for r in reports),
-                **comp,
-                "steps": statistics.mean(r.steps for r in reports),
-            }
-            logger.info("%s %s %.3f", task, name, out[task][name]["mean_grade"])
+            for name, row in rows.items()
+        }
+        for name, row in out[task].items():
+            logger.info("%s %s %.3f", task, name, row["mean_grade"])
     return out
 
 
