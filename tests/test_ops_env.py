@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from env.common.figures import mean_grades
 from env.ops import expenses, incidents, scheduling
 from env.ops.environment import FAMILY_TOOLS
 from env.registry import make, policies
@@ -159,14 +156,3 @@ def test_same_seed_same_world():
         assert [o.model_dump_json() for o in runs[0].observations] == [
             o.model_dump_json() for o in runs[1].observations
         ]
-
-
-@pytest.mark.parametrize("task", ["expenses", "scheduling", "incident"])
-def test_figures_on_300_eval_seeds(task: str):
-    grades = mean_grades("ops", task, EVAL)
-    heuristic = grades["heuristic"]
-    degenerate = max(v for k, v in grades.items() if k not in ("heuristic", "random", "oracle"))
-    assert heuristic >= 0.60
-    assert grades["random"] <= heuristic - 0.25
-    assert degenerate <= heuristic - 0.20
-    assert grades["oracle"] >= 0.85

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from env.common.figures import mean_grades
 from env.registry import make, policies
 from env.rollout import play, replay
 from env.seeds import split_seeds
@@ -137,18 +134,6 @@ def test_refunds_cannot_exceed_what_was_charged():
     order = world.order(world.truth.refund_order)
     args = {"order_id": order.order_id, "amount": order.amount + 1}
     assert env.step({"tool": "issue_refund", "arguments": args}).error
-
-
-@pytest.mark.parametrize("task", ["easy", "medium", "hard"])
-def test_figures_on_300_eval_seeds(task: str):
-    grades = mean_grades("support", task, EVAL)
-    heuristic = grades["heuristic"]
-    degenerate = max(v for k, v in grades.items() if k not in ("heuristic", "random", "oracle"))
-    assert heuristic >= 0.60
-    assert grades["random"] <= heuristic - 0.25
-    assert degenerate <= heuristic - 0.20
-    assert grades["oracle"] >= 0.85
-    assert set(policies("support")) >= {"heuristic", "random", "oracle"}
 
 
 def test_heuristic_reads_only_observations_and_reaches_full_coverage():
