@@ -90,7 +90,11 @@ def test_aml_page_tracks_case_file_and_async_jobs(tmp_path):
         try:
             page.fill("#seed", "3")
             page.click("#reset")
-            page.wait_for_function("document.getElementById('steps').textContent === '0'")
+            # '#steps' already reads 0 before the reset answers: wait for the observation itself.
+            page.wait_for_function(
+                "document.getElementById('steps').textContent === '0'"
+                " && document.getElementById('observation').textContent.trim() !== ''"
+            )
             alert = json.loads(page.inner_text("#observation"))
             call(page, "review_alert", 0, alert_id=alert["alert_id"])
             txs = json.loads(page.inner_text("#observation"))["triggered_transactions"]
