@@ -26,6 +26,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ def evaluate_checkpoint(
 
 
 def evaluate_plans_batched(
-    path: Path, episodes: int, max_new_tokens: int, batch_size: int = 8
+    path: Path, episodes: int, max_new_tokens: int, batch_size: int = 16
 ) -> dict[str, Any]:
     """Plan mode, batched: greedy plans for the eval prompts, replayed like the rewards do.
 
@@ -180,8 +181,13 @@ def evaluate_stage(path: Path, mode: str, args: argparse.Namespace) -> dict[str,
     return evaluate_checkpoint(path, mode, args.episodes, settings)
 
 
-def train_stages(mode: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """Warm start (plan) and GRPO; saves ``warm`` and ``grpo`` adapters; returns timings."""
+def train_stages(
+    mode: str, args: argparse.Namespace, out: Path, on_stage: Callable[[str, Path], None]
+) -> dict[str, Any]:
+    """Warm start (plan) and GRPO; saves ``warm`` and ``grpo`` adapters; returns timings.
+
+    ``on_stage(name, path)`` runs as soon as a stage is saved, so the warm start's figures are
+    in the log before GRPO starts (a bad warm start shows in minutes, not after the whole run)."""
     from pipeline.config import load_config
     from pipeline.training import build_trainer, write_history
 
@@ -207,12 +213,14 @@ def train_stages(mode: str, args: argparse.Namespace, out: Path) -> dict[str, An
         bundle.model.save_pretrained(str(out / "warm"))
         bundle.tokenizer.save_pretrained(str(out / "warm"))
         stages["warm"] = out / "warm"
+        on_stage("warm", out / "warm")
     start = time.perf_counter()
     bundle.trainer.train()
     grpo_seconds = time.perf_counter() - start
     bundle.trainer.save_model(str(out / "grpo"))
     bundle.tokenizer.save_pretrained(str(out / "grpo"))
     stages["grpo"] = out / "grpo"
+    on_stage("grpo", out / "grpo")
     history = bundle.trainer.state.log_history
     _, curves = write_history(history, out)
     zero_std = [r["frac_reward_zero_std"] for r in history if "frac_reward_zero_std" in r]
@@ -231,13 +239,26 @@ def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
     start = time.perf_counter()
-    results["untrained"] = evaluate_stage(base, mode, args)
-    training = train_stages(mode, args, out)
-    for stage, path in training["stages"].items():
+
+    def evaluate_and_save(stage: str, path: Path) -> None:
         results[stage] = evaluate_stage(path, mode, args)
-    for stage, result in results.items():
-        (out / f"eval_{stage}.json").write_text(json.dumps(result, indent=1, default=str))
-    return {"results": results, "seconds": round(time.perf_counter() - start, 1), **training}
+        (out / f"eval_{stage}.json").write_text(json.dumps(results[stage], indent=1, default=str))
+        summary = results[stage]["summary"]
+        logger.info(
+            "%s %s: grade %.3f, decisions %.2f (%.0f s so far)",
+            mode,
+            stage,
+            summary["mean_grade"],
+            summary.get("decision_rate", float("nan")),
+            time.perf_counter() - start,
+        )
+
+    evaluate_and_save("untrained", base)
+    training = train_stages(mode, args, out, evaluate_and_save)
+    run = {"seconds": round(time.perf_counter() - start, 1), **training}
+    meta = {**run, "args": {k: str(v) for k, v in vars(args).items()}}
+    (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))
+    return {"results": results, **run}
 
 
 def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
