@@ -58,6 +58,8 @@ class GenerationSettings:
     """Tokens per interactive turn."""
     plan_max_new_tokens: int = 1024
     """Tokens for the single plan-mode reply."""
+    prompt_style: str = "full"
+    """Plan-mode tool list: "full" or "compact" (pipeline/prompts.py); match the training run's."""
     max_idle_turns: int = 3
     """Replies without a call before the policy stops generating (the step limit then ends it)."""
     timeout_s: float = 60.0
@@ -102,7 +104,12 @@ class ModelPolicy:
 
     def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
         """Build the prompt of this episode (public env name, task and opening only)."""
-        self.messages = [{"role": "system", "content": system_prompt(self.env_name, self.mode)}]
+        self.messages = [
+            {
+                "role": "system",
+                "content": system_prompt(self.env_name, self.mode, self.settings.prompt_style),
+            }
+        ]
         opening = user_message(self.env_name, env.task, observation, self.mode)
         if self.mode == "interactive":
             opening += render_observation(observation)

@@ -130,6 +130,8 @@ class DataSection:
     """First seed inside the split, to train on fresh episodes in a second run."""
     mode: str = "plan"
     """plan (one completion = whole tool plan, replayed) | interactive (model sees tool results)."""
+    prompt_style: str = "full"
+    """full | compact: plan-mode tool list with or without descriptions (pipeline/prompts.py)."""
 
 
 @dataclass
@@ -334,6 +336,8 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError("model.chat_template must be qwen2_5 or native")
     if d.mode not in MODES:
         raise ConfigError(f"data.mode {d.mode!r}: choose plan or interactive")
+    if d.prompt_style not in ("full", "compact"):
+        raise ConfigError(f"data.prompt_style {d.prompt_style!r}: choose full or compact")
     if not d.envs:
         raise ConfigError("data.envs is empty: name at least one environment (e.g. [aml])")
     if d.n_train < 1 or d.n_eval < 0:

@@ -41,13 +41,14 @@ def build_rows(
     split: str = "train",
     seed_offset: int = 0,
     mode: str = "plan",
+    prompt_style: str = "full",
 ) -> list[dict[str, Any]]:
     """``n`` prompt rows of one environment, tasks cycling, seeds from the split's range."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     task_list = _tasks_for(env_name, tasks)
     env = make(env_name)
-    system = system_prompt(env_name, mode)
+    system = system_prompt(env_name, mode, prompt_style)
     rows = []
     for i, seed in enumerate(split_seeds(split, n, seed_offset)):
         task = task_list[i % len(task_list)]
@@ -74,6 +75,7 @@ def build_dataset(
     split: str = "train",
     seed_offset: int = 0,
     mode: str = "plan",
+    prompt_style: str = "full",
 ) -> datasets.Dataset:
     """A prompt dataset: ``n`` rows per environment, interleaved when there are several.
 
@@ -85,6 +87,7 @@ def build_dataset(
         split: "train", "eval" or "test": which disjoint seed range to draw from.
         seed_offset: Start this far into the split's range (to extend a dataset without overlap).
         mode: "plan" (opening observation in the user message) or "interactive".
+        prompt_style: "full" or "compact" plan-mode tool list (``pipeline.prompts``).
 
     Returns:
         A ``datasets.Dataset`` with columns prompt, env, task, seed, split.
@@ -92,6 +95,6 @@ def build_dataset(
     names = [envs] if isinstance(envs, str) else list(envs)
     if not names:
         raise ValueError("build_dataset needs at least one environment name")
-    per_env = [build_rows(name, tasks, n, split, seed_offset, mode) for name in names]
+    per_env = [build_rows(name, tasks, n, split, seed_offset, mode, prompt_style) for name in names]
     rows = [row for group in zip(*per_env, strict=True) for row in group]
     return datasets.Dataset.from_list(rows)

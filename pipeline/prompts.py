@@ -25,6 +25,11 @@ from env.base import ToolObservation, ToolSpec
 from env.registry import env_class
 
 MODES = ("plan", "interactive")
+PROMPT_STYLES = ("full", "compact")
+"""``full`` lists each tool with its description and argument notes (~1.4k SmolLM2 tokens for
+AML); ``compact`` lists signatures only (~0.7k): on a CPU, decoding cost grows with the context
+(benchmarks/RESULTS.md, learning_cpu), so small-model CPU runs use it. Interactive prompts carry no
+tool list, so the style only changes plan-mode prompts."""
 
 _PLAN_FORMAT = (
     "## Output format\n"
@@ -70,7 +75,9 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _tool_lines(spec: ToolSpec) -> list[str]:
+def _tool_lines(spec: ToolSpec, style: str = "full") -> list[str]:
+    if style == "compact":
+        return [f"- {spec.signature()}"]
     lines = [f"- {spec.signature()}: {_one_line(spec.description)}"]
     for arg, schema in spec.parameters.get("properties", {}).items():
         if schema.get("description"):
@@ -79,19 +86,22 @@ def _tool_lines(spec: ToolSpec) -> list[str]:
 
 
 @lru_cache(maxsize=64)
-def system_prompt(env_name: str, mode: str = "plan") -> str:
+def system_prompt(env_name: str, mode: str = "plan", style: str = "full") -> str:
     """The system message for ``env_name`` in ``mode`` ("plan" or "interactive").
 
     Args:
         env_name: A registered environment name (``env.names()``).
         mode: "plan" lists every tool and the ``<tool_call>`` format; "interactive" leaves the
             tool list to the chat template and asks for one call at a time.
+        style: "full" or "compact" tool list (``PROMPT_STYLES``; plan mode only).
 
     Returns:
         The prompt text (cached: the same arguments always give the same string).
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {style!r}; choose from {', '.join(PROMPT_STYLES)}")
     cls = env_class(env_name)
     specs = cls.tool_specs()
     terminals = ", ".join(s.name for s in specs if s.terminal) or "a terminal tool"
@@ -105,7 +115,7 @@ def system_prompt(env_name: str, mode: str = "plan") -> str:
             label = kind.upper() if len(kind) <= 3 else kind.replace("_", " ").capitalize()
             tool_text.append(f"{label} tools:")
             for spec in group:
-                tool_text.extend(_tool_lines(spec))
+                tool_text.extend(_tool_lines(spec, style))
         parts.append("\n".join(tool_text))
         parts.append(_PLAN_FORMAT.format(terminals=terminals, example=_example_call(specs)))
     else:

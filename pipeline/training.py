@@ -100,9 +100,10 @@ def build_datasets(cfg: TrainConfig) -> tuple[Any, Any | None]:
     from pipeline.dataset import build_dataset
 
     d = cfg.data
-    train = build_dataset(d.envs, d.tasks, d.n_train, "train", d.seed_offset, d.mode)
+    style = d.prompt_style
+    train = build_dataset(d.envs, d.tasks, d.n_train, "train", d.seed_offset, d.mode, style)
     evaluation = (
-        build_dataset(d.envs, d.tasks, d.n_eval, "eval", 0, d.mode) if d.n_eval > 0 else None
+        build_dataset(d.envs, d.tasks, d.n_eval, "eval", 0, d.mode, style) if d.n_eval > 0 else None
     )
     if d.mode == "interactive" and len(set(d.envs)) > 1:
         from pipeline.interactive import add_environment_column
@@ -128,6 +129,11 @@ def build_grpo_config(cfg: TrainConfig, reward_weights: list[float]) -> Any:
         os.environ.setdefault("TRACKIO_PROJECT", cfg.logging.project)
     if cfg.model.backend in ("cpu", "tiny"):
         fields.setdefault("use_cpu", True)
+        # TRL defaults to bf16 autocast and gradient checkpointing. A CPU without bf16 units
+        # emulates bf16 matmuls (~5x slower than fp32 here) and a 135M model needs no activation
+        # savings, so both default off on the CPU (an explicit config value still wins).
+        fields.setdefault("bf16", False)
+        fields.setdefault("gradient_checkpointing", False)
     return GRPOConfig(**fields)
 
 

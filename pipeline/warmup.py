@@ -7,11 +7,17 @@ very prompts of the training dataset (train seeds only, so no evaluation world l
 each played episode as a plan-mode completion, and runs TRL's SFTTrainer for N steps on those
 prompt/completion pairs (loss on the completion only). The same LoRA model then goes on to GRPO.
 Plan mode only: the interactive mode's multi-turn format is learned from tool results instead.
+
+The heuristic plays interactively, so its calls cite ids it read in tool results (transactions,
+source-of-funds files, trace jobs). A plan is written before any result is seen: imitating those ids
+would teach the model to invent them. ``blind_plan`` keeps what the prompt supports: calls whose id
+arguments appear in the prompt, and free text with unseen ids taken out.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,53 @@ logger = logging.getLogger(__name__)
 
 SFT_LEARNING_RATE = 1e-4
 """LoRA SFT on a few hundred tokens of plans: a rate ~5x GRPO's learns the format in tens of steps."""
+
+
+ID_PATTERN = re.compile(r"\b[A-Z]{1,4}-\d+\b")
+"""Entity and evidence ids of every environment (C-38047, T-238880, AL-265743, INV-..., JOB-...)."""
+
+
+def _scrub(text: str, seen: set[str]) -> str:
+    """Free text with the ids outside ``seen`` removed and the separators they leave tidied."""
+    text = ID_PATTERN.sub(lambda m: m.group(0) if m.group(0) in seen else "", text)
+    text = re.sub(r"(\s*,)+\s*(?=,|;|$)", "", text)
+    text = re.sub(r"(\s*,\s*){2,}", ", ", text)
+    return re.sub(r"\s{2,}", " ", text).strip(" ,;")
+
+
+def blind_plan(plan: list[Any], visible: str) -> list[dict[str, Any]]:
+    """The calls of ``plan`` a model could write having read only ``visible`` (the prompt).
+
+    A call whose argument is exactly an id not in ``visible`` is dropped (it needs a result the
+    plan never sees); unseen ids leave free text and lists; everything else is kept verbatim."""
+    seen = set(ID_PATTERN.findall(visible))
+    kept = []
+    for call in plan:
+        tool, arguments = (
+            (call["tool"], call["arguments"])
+            if isinstance(call, dict)
+            else (
+                call.tool,
+                call.arguments,
+            )
+        )
+        args: dict[str, Any] = {}
+        for key, value in arguments.items():
+            if isinstance(value, str) and ID_PATTERN.fullmatch(value.strip()):
+                if value.strip() not in seen:
+                    break
+            elif isinstance(value, str):
+                value = _scrub(value, seen)
+            elif isinstance(value, list):
+                value = [
+                    v
+                    for v in value
+                    if not isinstance(v, str) or v in seen or not ID_PATTERN.fullmatch(v)
+                ]
+            args[key] = value
+        else:
+            kept.append({"tool": tool, "arguments": args})
+    return kept
 
 
 def heuristic_examples(dataset: Any) -> Any:
@@ -37,10 +90,12 @@ def heuristic_examples(dataset: Any) -> Any:
         episode = play(
             env, policies(name)["heuristic"](row["seed"]), row["task"] or None, row["seed"]
         )
+        visible = "\n".join(m["content"] for m in row["prompt"])
+        plan = blind_plan(episode.plan, visible)
         rows.append(
             {
                 "prompt": row["prompt"],
-                "completion": [{"role": "assistant", "content": render_completion(episode.plan)}],
+                "completion": [{"role": "assistant", "content": render_completion(plan)}],
                 "grade": episode.report.grade.total,
             }
         )
@@ -72,6 +127,7 @@ def sft_warmup(
         use_cpu=cfg.model.backend in ("cpu", "tiny"),
         bf16=grpo_args.bf16,
         fp16=grpo_args.fp16,
+        gradient_checkpointing=grpo_args.gradient_checkpointing,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=examples, processing_class=tokenizer)
     result = trainer.train()

@@ -1,11 +1,12 @@
 """Run an LLM agent on one episode through any OpenAI-compatible endpoint.
 
-The model gets the interactive system prompt (``pipeline.prompts.system_prompt``), the rendered
-opening observation and the tools as OpenAI function schemas; each reply's tool calls are read
-with ``rewards.parsing.parse_tool_calls`` and played one by one, and each result goes back to the
-model (a ``tool`` message, or a user message when the reply had no call ids). A reply without a
-readable call is played as the pseudo-tool ``no_tool_call``, so the environment answers with an
-error and the step limit still ends a silent model's episode. stdout carries exactly:
+The agent is ``pipeline.agents``' interactive ``ModelPolicy`` with an ``OpenAIBackend``: the
+same prompt, tool schemas, call parsing and result messages that ``scripts/evaluate.py
+--policy openai:MODEL`` uses, so a score printed here is the score an evaluation gives. This
+script only owns the environment (in-process, or a running ``env.server`` over WebSocket) and the
+output. A reply without a readable call is played as the pseudo-tool ``no_tool_call``, so the
+environment answers with an error and the step limit still ends a silent model's episode. stdout
+carries exactly:
 
     [START] task=<task> env=<env> model=<model>
     [STEP] step=<n> action=<tool>(<json args>) reward=<r> done=<true|false> error=<msg|null>
@@ -15,8 +16,8 @@ Configuration (environment variables, or the flags of the same name in lower cas
 ``API_BASE_URL`` (default: the Hugging Face router), ``MODEL_NAME``, ``HF_TOKEN`` or
 ``OPENAI_API_KEY``, ``ENV_URL`` (a running ``env.server``; unset = in-process environment),
 ``ENV_NAME`` (registry name or ``module:Class``), ``TASK``, ``SEED``, ``MAX_STEPS``,
-``MAX_TOKENS``, ``TEMPERATURE``, ``TIMEOUT_S`` (per request), ``RETRIES`` (per request, with
-exponential backoff), ``SUCCESS_THRESHOLD`` (score needed, with a decision, for success=true).
+``MAX_TOKENS``, ``TEMPERATURE``, ``TIMEOUT_S`` (per request), ``RETRIES`` (per request; the
+OpenAI client backs off between them), ``SUCCESS_THRESHOLD`` (score needed, with a decision, for success=true).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import json
 import logging
 import os
 import sys
-import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # the environment stack is imported only once the flags are r
 
 logger = logging.getLogger("inference")
 HF_ROUTER = "https://router.huggingface.co/v1"
-NO_CALL = "no_tool_call"
 
 
 @dataclass
@@ -118,45 +117,6 @@ class RemoteEnv:
         self.client.close()
 
 
-class LLMError(RuntimeError):
-    """The endpoint failed every attempt."""
-
-
-class LLM:
-    """Chat completions with a per-request timeout and retries with exponential backoff."""
-
-    def __init__(self, settings: Settings) -> None:
-        from openai import OpenAI
-
-        self.settings = settings
-        self.client = OpenAI(
-            base_url=settings.api_base_url,
-            api_key=settings.api_key or "not-needed",
-            timeout=settings.timeout_s,
-            max_retries=0,
-        )
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
-        s = self.settings
-        last: Exception | None = None
-        for attempt in range(s.retries + 1):
-            try:
-                response = self.client.chat.completions.create(
-                    model=s.model_name,
-                    messages=messages,
-                    tools=tools or None,
-                    max_tokens=s.max_tokens,
-                    temperature=s.temperature,
-                )
-                return response.choices[0].message.model_dump(exclude_none=True)
-            except Exception as exc:  # network, timeout, 5xx, malformed reply: retry
-                last = exc
-                logger.warning("attempt %d/%d failed: %s", attempt + 1, s.retries + 1, exc)
-                if attempt < s.retries:
-                    time.sleep(min(8.0, 0.5 * 2**attempt))
-        raise LLMError(f"{type(last).__name__}: {last}")
-
-
 def _one_line(text: str | None) -> str:
     return "null" if text is None else " ".join(str(text).split())
 
@@ -185,57 +145,50 @@ def _env_name(settings: Settings) -> str:
 
 def run_episode(settings: Settings, out: TextIO = sys.stdout) -> dict[str, Any]:
     """Play one episode and print the [START]/[STEP]/[END] lines; returns the summary."""
-    from env.base import ToolCallAction
+    from types import SimpleNamespace
+
     from env.registry import env_class
-    from pipeline.prompts import render_observation, system_prompt, user_message
-    from rewards.parsing import parse_tool_calls
+    from pipeline.agents import GenerationSettings, ModelPolicy, OpenAIBackend
 
     name = _env_name(settings)
-    cls = env_class(name)
-    task = settings.task or cls.tasks[0]
+    task = settings.task or env_class(name).tasks[0]
     print(f"[START] task={task} env={name} model={settings.model_name}", file=out, flush=True)
     steps, rewards, obs, error = 0, [], None, None
     env: LocalEnv | RemoteEnv | None = None
     try:
-        env = RemoteEnv(settings.env_url, settings.timeout_s) if settings.env_url else LocalEnv(cls)
+        generation = GenerationSettings(
+            temperature=settings.temperature,
+            max_new_tokens=settings.max_tokens,
+            timeout_s=settings.timeout_s,
+            max_retries=settings.retries,
+        )
+        backend = OpenAIBackend(
+            settings.model_name,
+            generation,
+            base_url=settings.api_base_url,
+            api_key=settings.api_key or "not-needed",  # local servers take any key
+        )
+        policy = ModelPolicy(backend, name, "interactive", settings.seed, generation)
+        env = (
+            RemoteEnv(settings.env_url, settings.timeout_s)
+            if settings.env_url
+            else LocalEnv(env_class(name))
+        )
         obs = env.reset(task, settings.seed)
-        tools = [spec.openai_schema() for spec in cls.tool_specs()]
-        opening = user_message(name, task, obs, "interactive") + render_observation(obs)
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt(name, mode="interactive")},
-            {"role": "user", "content": opening},
-        ]
-        llm = LLM(settings)
+        policy.reset(SimpleNamespace(task=task), obs)
         while not obs.done and steps < settings.max_steps:
-            reply = llm.complete(messages, tools)
-            reply.setdefault("content", "")
-            messages.append(reply)
-            call_ids = [c.get("id") for c in reply.get("tool_calls") or []]
-            calls = parse_tool_calls(reply).calls or [{"tool": NO_CALL, "arguments": {}}]
-            for i, call in enumerate(calls):
-                arguments = call.get("arguments")
-                call = {"tool": str(call.get("tool")), "arguments": arguments or {}}
-                if not isinstance(call["arguments"], dict):
-                    call["arguments"] = {}
-                obs = env.step(ToolCallAction(**call))
-                steps += 1
-                rewards.append(obs.reward or 0.0)
-                print(
-                    f"[STEP] step={steps} action={_action_text(call)} "
-                    f"reward={obs.reward or 0.0:.2f} done={_flag(obs.done)} "
-                    f"error={_one_line(obs.error)}",
-                    file=out,
-                    flush=True,
-                )
-                text = render_observation(obs)
-                if i < len(call_ids) and call_ids[i]:
-                    messages.append({"role": "tool", "tool_call_id": call_ids[i], "content": text})
-                else:
-                    messages.append(
-                        {"role": "user", "content": f"Result of {call['tool']}:\n{text}"}
-                    )
-                if obs.done or steps >= settings.max_steps:
-                    break
+            action = policy.act(obs)
+            obs = env.step(action)
+            steps += 1
+            rewards.append(obs.reward or 0.0)
+            call = {"tool": action.tool, "arguments": action.arguments}
+            print(
+                f"[STEP] step={steps} action={_action_text(call)} "
+                f"reward={obs.reward or 0.0:.2f} done={_flag(obs.done)} "
+                f"error={_one_line(obs.error)}",
+                file=out,
+                flush=True,
+            )
     except Exception as exc:  # endpoint or server down: report, never hang or crash silently
         error = f"{type(exc).__name__}: {exc}"
         logger.error("episode stopped: %s", error)
