@@ -83,6 +83,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/learning_cpu"))
     parser.add_argument("--no-results", action="store_true", help="Do not write RESULTS.md")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="Write the report from the saved runs under --output-dir (no training)",
+    )
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else FULL
     for key, value in preset.items():
@@ -125,7 +130,7 @@ def evaluate_plans_batched(
     from pipeline.agents import CheckpointBackend, GenerationSettings
     from pipeline.batch_generation import generate_greedy
     from pipeline.dataset import build_rows
-    from pipeline.evaluation import _category, _decision_correct, summarize
+    from pipeline.evaluation import episode_row, summarize
     from rewards import parse_tool_calls
 
     backend = CheckpointBackend(path, GenerationSettings())
@@ -154,22 +159,8 @@ def evaluate_plans_batched(
         calls = parse_tool_calls(reply).calls
         report = replay(environment, prompt["task"], prompt["seed"], calls)
         episode = SimpleNamespace(report=report, truth=environment.reveal())
-        rows.append(
-            {
-                "seed": prompt["seed"],
-                "task": prompt["task"],
-                "grade": report.grade.total,
-                "components": report.grade.components,
-                "decision": report.grade.decision,
-                "decision_correct": _decision_correct(environment, episode),
-                "steps": report.steps,
-                "n_errors": report.n_errors,
-                "metrics": report.metrics,
-                "category": _category(episode.truth),
-                "reply_chars": len(reply),
-                "reply_tokens": len(tokens[len(rows)]),
-            }
-        )
+        row = episode_row(environment, episode, prompt["task"], prompt["seed"])
+        rows.append({**row, "reply_chars": len(reply), "reply_tokens": len(tokens[len(rows)])})
     summary = summarize(rows)
     summary.update(env="aml", policy=str(path), split="eval", mode="plan", tasks=["easy"])
     return {"summary": summary, "episodes": rows}
@@ -315,9 +306,20 @@ def chart(runs: dict[str, dict[str, Any]], path: Path) -> Path:
     return bar_chart(series, path, "SmolLM2-135M on AML easy (held-out seeds): grade per stage")
 
 
+def load_run(out: Path) -> dict[str, Any]:
+    """A finished mode's run from its folder (``run.json`` and each ``eval_<stage>.json``)."""
+    run = json.loads((out / "run.json").read_text())
+    stages = ["untrained", *run["stages"]]
+    run["results"] = {s: json.loads((out / f"eval_{s}.json").read_text()) for s in stages}
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.report_only:
+        return report({m: load_run(args.output_dir / m) for m in modes}, args)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
@@ -329,11 +331,16 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)  # a shared machine: fewer threads spin less
     base = smollm2_path()
     runs = {}
-    for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+    for mode in modes:
         if mode not in CONFIGS:
             raise SystemExit(f"unknown mode {mode!r}; choose from {', '.join(CONFIGS)}")
         logger.info("mode %s: untrained eval, training, stage evals", mode)
         runs[mode] = run_mode(mode, base, args)
+    return report(runs, args)
+
+
+def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
+    """The chart and the "learning_cpu" section of benchmarks/RESULTS.md for ``runs``."""
     png = chart(runs, args.output_dir / "learning_cpu.png")
     command = "python benchmarks/learning_cpu.py" + (" --quick" if args.quick else "")
     if args.modes != "plan,interactive":
@@ -355,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         f"GRPO steps on {args.n_train} train prompts. Chart: `{png}`; GRPO reward curves "
         f"`{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON under "
         f"`{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
+        f"Plan mode: {PROMPT_STYLE} prompts, warm start on the heuristic's blind plans "
+        "(pipeline/warmup.py), completions and eval replies capped at "
+        f"{args.plan_tokens} tokens, GRPO overrides `{' '.join(FULL_PLAN)}`.",
         "",
     ]
     for mode, run in runs.items():

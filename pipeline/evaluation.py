@@ -108,6 +108,25 @@ def summarize(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def episode_row(environment: Any, episode: Any, task: str, seed: int) -> dict[str, Any]:
+    """One evaluated episode (``episode.report`` and ``episode.truth``) as a result row."""
+    report = episode.report
+    return {
+        "seed": seed,
+        "task": task,
+        "grade": report.grade.total,
+        "components": report.grade.components,
+        "decision": report.grade.decision,
+        "decision_correct": _decision_correct(environment, episode),
+        "steps": report.steps,
+        "n_errors": report.n_errors,
+        "total_reward": round(sum(report.step_rewards), 4),
+        "metrics": report.metrics,
+        "category": _category(episode.truth),
+        "truth": episode.truth,
+    }
+
+
 def evaluate(
     env_name: str,
     policy_spec: str,
@@ -134,21 +153,7 @@ def evaluate(
         for seed in seeds:
             policy = resolve_policy(policy_spec, env_name, seed, mode, **(settings or {}))
             episode = play(environment, policy, task, seed)
-            report = episode.report
-            row = {
-                "seed": seed,
-                "task": task,
-                "grade": report.grade.total,
-                "components": report.grade.components,
-                "decision": report.grade.decision,
-                "decision_correct": _decision_correct(environment, episode),
-                "steps": report.steps,
-                "n_errors": report.n_errors,
-                "total_reward": round(sum(report.step_rewards), 4),
-                "metrics": report.metrics,
-                "category": _category(episode.truth),
-                "truth": episode.truth,
-            }
+            row = episode_row(environment, episode, task, seed)
             rows.append(row)
             if on_episode is not None:
                 on_episode(row)

@@ -79,7 +79,7 @@ def heuristic_examples(dataset: Any) -> Any:
     import datasets
 
     from env.registry import make, policies
-    from env.rollout import play
+    from env.rollout import play, replay
     from pipeline.prompts import render_completion
 
     envs: dict[str, Any] = {}
@@ -96,7 +96,7 @@ def heuristic_examples(dataset: Any) -> Any:
             {
                 "prompt": row["prompt"],
                 "completion": [{"role": "assistant", "content": render_completion(plan)}],
-                "grade": episode.report.grade.total,
+                "grade": replay(env, row["task"] or None, row["seed"], plan).grade.total,
             }
         )
     return datasets.Dataset.from_list(rows)

@@ -79,3 +79,14 @@ def test_malformed_override_is_rejected() -> None:
 def test_defaults_alone_make_a_valid_config() -> None:
     cfg = build_config({"training": {"num_generations": 4, "per_device_train_batch_size": 4}})
     assert cfg.model.name_or_path == "smollm2" and cfg.data.mode == "plan"
+
+
+def test_cpu_runs_leave_bf16_autocast_and_checkpointing_off_unless_asked() -> None:
+    from pipeline.training import build_grpo_config
+
+    args = build_grpo_config(load_config(CONFIGS / "cpu.yaml", []), [1.0] * 5)
+    assert (args.bf16, args.gradient_checkpointing, args.use_cpu) == (False, False, True)
+    asked = load_config(CONFIGS / "cpu.yaml", ["training.gradient_checkpointing=true"])
+    assert build_grpo_config(asked, [1.0] * 5).gradient_checkpointing is True
+    with pytest.raises(ConfigError, match="prompt_style"):
+        load_config(CONFIGS / "cpu.yaml", ["data.prompt_style=short"])

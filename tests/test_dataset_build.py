@@ -75,3 +75,18 @@ def test_render_completion_parses_back_to_the_plan():
         {"tool": "close_ticket", "arguments": {"resolution": "resolved", "note": "a {b} [c]"}},
     ]
     assert parse_tool_calls(render_completion(plan)).calls == plan
+
+
+def test_compact_plan_prompt_keeps_every_signature_and_drops_the_notes():
+    full, compact = system_prompt("aml", "plan"), system_prompt("aml", "plan", "compact")
+    assert len(compact) < 0.7 * len(full)
+    for spec in env_class("aml").tool_specs():
+        assert f"- {spec.signature()}\n" in compact + "\n"
+        assert spec.description.split()[0] in full
+    assert not [line for line in compact.splitlines() if line.startswith("    ")]
+    assert compact.endswith(full.split("## Output format")[1]) and "## Output format" in compact
+    rows = build_dataset("aml", ["easy"], n=2, mode="plan", prompt_style="compact")
+    assert rows[0]["prompt"][0]["content"] == compact
+    assert system_prompt("aml", "interactive", "compact") == system_prompt("aml", "interactive")
+    with pytest.raises(ValueError, match="prompt style"):
+        system_prompt("aml", "plan", "tiny")

@@ -55,3 +55,23 @@ def test_quick_preset_fills_unset_arguments_only() -> None:
     args = parse_args(["--quick", "--episodes", "5"])
     assert args.episodes == 5 and args.sft_steps == QUICK["sft_steps"]
     assert parse_args([]).episodes == 100
+
+
+def test_report_only_rebuilds_the_section_from_a_saved_run(stages, tmp_path, capsys) -> None:
+    import json
+
+    import benchmarks.learning_cpu as lc
+
+    out = tmp_path / "plan"
+    out.mkdir()
+    run = {k: v for k, v in _run(stages).items() if k != "results"}
+    run["stages"] = {"warm": str(out / "warm"), "grpo": str(out / "grpo")}
+    (out / "run.json").write_text(json.dumps(run))
+    for stage, result in stages.items():
+        (out / f"eval_{stage}.json").write_text(json.dumps(result, default=str))
+    args = ["--report-only", "--no-results", "--modes", "plan", "--output-dir", str(tmp_path)]
+    assert lc.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "\n".join(lc.mode_markdown("plan", _run(stages))) in printed
+    assert printed.startswith("## learning_cpu") and "| grpo - warm |" in printed
+    assert (tmp_path / "learning_cpu.png").read_bytes()[:4] == b"\x89PNG"

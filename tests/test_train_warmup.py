@@ -11,7 +11,7 @@ from pipeline.config import load_config
 from pipeline.dataset import build_dataset
 from pipeline.model import load_model_and_tokenizer
 from pipeline.training import build_grpo_config
-from pipeline.warmup import heuristic_examples, sft_warmup
+from pipeline.warmup import ID_PATTERN, blind_plan, heuristic_examples, sft_warmup
 from rewards import parse_tool_calls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,3 +40,44 @@ def test_sft_warmup_runs_the_requested_steps_and_lowers_the_loss(tmp_path: Path)
     summary = sft_warmup(model, tokenizer, dataset, 6, cfg, build_grpo_config(cfg, [1.0]))
     assert summary["steps"] == 6
     assert summary["losses"][-1] < summary["losses"][0]
+
+
+def test_blind_plan_keeps_only_what_the_prompt_shows() -> None:
+    plan = [
+        {"tool": "review_alert", "arguments": {"alert_id": "AL-1"}},
+        {"tool": "request_wire_trace", "arguments": {"transaction_id": "T-99"}},
+        {"tool": "write_to_case_file", "arguments": {"note": "Keep: C-7, T-99, SOF-3"}},
+        {
+            "tool": "file_sar",
+            "arguments": {
+                "findings": "layering; evidence: T-99, T-98",
+                "typology": "layering",
+                "entities_involved": ["C-7", "C-8"],
+            },
+        },
+    ]
+    assert blind_plan(plan, "Alert AL-1 on C-7") == [
+        {"tool": "review_alert", "arguments": {"alert_id": "AL-1"}},
+        {"tool": "write_to_case_file", "arguments": {"note": "Keep: C-7"}},
+        {
+            "tool": "file_sar",
+            "arguments": {
+                "findings": "layering; evidence:",
+                "typology": "layering",
+                "entities_involved": ["C-7"],
+            },
+        },
+    ]
+
+
+def test_aml_warmup_targets_cite_only_ids_of_their_prompt() -> None:
+    prompts = build_dataset(["aml"], ["easy"], n=4, split="train", prompt_style="compact")
+    examples = heuristic_examples(prompts)
+    env = make("aml")
+    for row, example in zip(prompts, examples, strict=True):
+        visible = "\n".join(m["content"] for m in row["prompt"])
+        completion = example["completion"][0]["content"]
+        assert set(ID_PATTERN.findall(completion)) <= set(ID_PATTERN.findall(visible))
+        calls = parse_tool_calls(completion).calls
+        assert calls[-1]["tool"] in ("file_sar", "close_alert")
+        assert replay(env, row["task"], row["seed"], calls).grade.total == example["grade"]
