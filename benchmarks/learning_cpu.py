@@ -1,6 +1,6 @@
 """Learning benchmark on CPU: does GRPO make SmolLM2-135M better on AML cases it never saw?
 
-    python benchmarks/learning_cpu.py                 # full run (~60 min per mode on 2 cores)
+    OMP_NUM_THREADS=2 python benchmarks/learning_cpu.py   # full run (plan mode: ~85 min on 2 cores)
     python benchmarks/learning_cpu.py --quick         # smoke run: a few minutes, figures meaningless
 
 The story, per mode (plan, then interactive):
