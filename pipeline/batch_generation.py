@@ -114,7 +114,7 @@ def generate_greedy(
     previous = base.config._attn_implementation
     base.set_attn_implementation(GQA_ATTENTION)
     device = next(model.parameters()).device
-    shared = _common_prefix(prompts) if len(prompts) > 1 else max(0, len(prompts[0]) - 1)
+    shared = _common_prefix(prompts)
     replies: list[list[int]] = []
     try:
         with torch.no_grad():
