@@ -1,6 +1,6 @@
 """Learning benchmark on CPU: does GRPO make SmolLM2-135M better on AML cases it never saw?
 
-    OMP_NUM_THREADS=2 python benchmarks/learning_cpu.py   # full run (plan mode: ~85 min on 2 cores)
+    OMP_NUM_THREADS=2 python benchmarks/learning_cpu.py   # full run (plan mode: ~50 min on 2 cores)
     python benchmarks/learning_cpu.py --quick         # smoke run: a few minutes, figures meaningless
 
 The story, per mode (plan, then interactive):
@@ -39,10 +39,10 @@ logger = logging.getLogger("learning_cpu")
 CONFIGS = {"plan": "configs/cpu.yaml", "interactive": "configs/cpu_interactive.yaml"}
 FULL = {
     "episodes": 100,
-    "sft_steps": 16,
+    "sft_steps": 40,
     "grpo_steps": 8,
     "n_train": 64,
-    "plan_tokens": 384,
+    "plan_tokens": 448,
     "turn_tokens": 128,
 }
 QUICK = {
@@ -59,10 +59,10 @@ QUICK_OVERRIDES = [
     "training.max_completion_length=48",
 ]
 QUICK_INTERACTIVE = ["training.max_completion_length=256", "training.max_tool_calling_iterations=1"]
-FULL_PLAN = ["training.max_completion_length=384", "training.learning_rate=5e-5"]
-"""The warm start's blind plans of AML easy take 250-380 SmolLM2 tokens (median ~310): a 128-token
-budget would cut every one off before its decision. 8 steps at the CPU default rate (2e-5) barely
-move a LoRA adapter; 5e-5 is the rate at which they do without collapsing the groups."""
+FULL_PLAN = ["training.learning_rate=1e-4"]
+"""8 GRPO steps at the CPU default rate (2e-5) barely move a LoRA adapter. The completion budget is
+``--plan-tokens`` (448): the warm start's blind plans of AML easy take 250-380 SmolLM2 tokens
+(median ~310), and cpu.yaml's 128 would cut every one off before its decision."""
 PROMPT_STYLE = "compact"
 """Signature-only tool list (~0.9k prompt tokens instead of ~1.6k): decoding on this CPU is bound
 by reading weights and KV cache, so the shorter context makes every stage about twice as fast."""
@@ -115,8 +115,24 @@ def evaluate_checkpoint(
     return result
 
 
+def decision_reached(tokenizer: Any, terminal: set[str]) -> Callable[[list[int]], bool]:
+    """Whether a plan reply so far ends with a complete call of a terminal tool.
+
+    The replay stops at the decision and ignores anything after it, so decoding can stop there:
+    the episode's figures are the same, the tokens after it are not paid for."""
+    from rewards import parse_tool_calls
+
+    def reached(tokens: list[int]) -> bool:
+        if "</tool_call>" not in tokenizer.decode(tokens[-4:]):
+            return False
+        calls = parse_tool_calls(tokenizer.decode(tokens, skip_special_tokens=True)).calls
+        return bool(calls) and calls[-1]["tool"] in terminal
+
+    return reached
+
+
 def evaluate_plans_batched(
-    path: Path, episodes: int, max_new_tokens: int, batch_size: int = 25
+    path: Path, episodes: int, max_new_tokens: int, batch_size: int = 50
 ) -> dict[str, Any]:
     """Plan mode, batched: greedy plans for the eval prompts, replayed like the rewards do.
 
@@ -128,7 +144,7 @@ def evaluate_plans_batched(
     import env as registry
     from env.rollout import replay
     from pipeline.agents import CheckpointBackend, GenerationSettings
-    from pipeline.batch_generation import generate_greedy
+    from pipeline.batch_generation import generate
     from pipeline.dataset import build_rows
     from pipeline.evaluation import episode_row, summarize
     from rewards import parse_tool_calls
@@ -143,8 +159,15 @@ def evaluate_plans_batched(
     ]
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ids]
     start = time.perf_counter()
-    tokens = generate_greedy(
-        backend.model, ids, max_new_tokens, backend.stop_ids, tokenizer.pad_token_id, batch_size
+    terminal = {s.name for s in environment.tool_specs() if s.terminal}
+    tokens = generate(
+        backend.model,
+        ids,
+        max_new_tokens,
+        backend.stop_ids,
+        tokenizer.pad_token_id,
+        batch_size,
+        finished=decision_reached(tokenizer, terminal),
     )
     replies = [tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
     logger.info(
@@ -196,7 +219,7 @@ def train_stages(
     if args.quick:
         overrides += QUICK_OVERRIDES + (QUICK_INTERACTIVE if mode == "interactive" else [])
     elif mode == "plan":
-        overrides += FULL_PLAN
+        overrides += [*FULL_PLAN, f"training.max_completion_length={args.plan_tokens}"]
     cfg = load_config(CONFIGS[mode], overrides)
     sft_steps = args.sft_steps if mode == "plan" else 0
     start = time.perf_counter()

@@ -1,42 +1,77 @@
-"""Greedy replies to many prompts that share a long prefix, fast on a CPU.
+"""Replies to many prompts that share a long prefix, fast on a CPU: greedy or sampled.
 
 Plan-mode prompts of one environment share their whole system message (hundreds to ~1.4k tokens)
-and differ only in the case. On a 2-core CPU, decoding is bound by reading the KV cache, and
-``model.generate`` on a left-padded batch pays three times over: every prompt re-encodes the shared
-prefix; the padding mask switches SDPA off its grouped-query path, so each layer copies its keys
-and values to every query head (``repeat_kv``) at every decoded token; and the prompts' tokens are
-re-read for every sequence. ``generate_greedy`` encodes the shared prefix once, copies its cache to
-each batch, and decodes with ``sdpa_gqa``: SDPA with the query heads of each key/value head folded
-into one group, which is exact for a single query token and never copies the cache.
+and differ only in the case; a GRPO group is one prompt repeated G times. On a 2-core CPU,
+decoding is bound by reading the KV cache, and ``model.generate`` on a batch pays for the shared
+prefix over and over: every row re-encodes it, every row keeps its own copy in the cache, and every
+decoded token of every row reads that copy again (after ``repeat_kv`` has copied it once per query
+head). Here the shared prefix is encoded once and kept once; ``sdpa_gqa`` (an attention function
+registered with transformers) scores each batch's queries against it in one matrix product
+("cascade" attention), and only each row's own suffix lives in a per-row, preallocated cache.
+Scores over prefix and suffix share one softmax, so the result is the same attention.
 
-The output is the same as one-prompt-at-a-time greedy decoding (``tests/test_batch_generation.py``
-checks it token for token on a real model), only cheaper: figures in benchmarks/RESULTS.md.
+Greedy output is the same as one-prompt-at-a-time ``model.generate`` (``tests/test_batch_generation.py``
+checks it token for token); figures in benchmarks/RESULTS.md (``decode_cpu``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 GQA_ATTENTION = "sdpa_gqa"
+_PREFIX: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("shared_prefix_kv", default=None)
+"""Keys and values of the shared prefix per layer ([1, kv_heads, P, dim]) while decoding."""
 
 
 def _sdpa_gqa(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any):
-    """SDPA that decodes one token per sequence without expanding grouped keys and values."""
+    """Attention of a batch over the shared prefix (stored once) and each row's own suffix."""
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    batch, heads, q_len, dim = query.shape
-    groups = heads // key.shape[1]
-    if q_len != 1 or groups == 1 or kwargs.get("output_attentions"):
+    prefix = _PREFIX.get()
+    if prefix is None or kwargs.get("output_attentions"):
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    # Query heads h = k * groups + j all attend with key/value head k: fold j into the query axis.
-    folded = query.reshape(batch, key.shape[1], groups, dim)
-    mask = attention_mask[:, :, :, : key.shape[2]] if attention_mask is not None else None
-    out = torch.nn.functional.scaled_dot_product_attention(
-        folded, key, value, attn_mask=mask, scale=kwargs.get("scaling")
+    prefix_keys, prefix_values = prefix[module.layer_idx]
+    batch, heads, q_len, dim = query.shape
+    kv_heads, suffix = key.shape[1], key.shape[2]
+    groups = heads // kv_heads  # query head h reads key/value head h // groups
+    scale = kwargs.get("scaling") or dim**-0.5
+    q = query.reshape(batch, kv_heads, groups * q_len, dim) * scale
+    # Prefix: every row's queries against the one copy of the prefix, as one product per kv head.
+    stacked = q.transpose(0, 1).reshape(kv_heads, batch * groups * q_len, dim)
+    prefix_scores = (stacked @ prefix_keys[0].transpose(-1, -2)).reshape(
+        kv_heads, batch, groups * q_len, -1
     )
-    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
+    suffix_scores = (q @ key.transpose(-1, -2)).reshape(batch, kv_heads, groups, q_len, suffix)
+    suffix_scores = suffix_scores + _additive_mask(attention_mask, q_len, suffix, query)
+    scores = torch.cat(
+        [prefix_scores.transpose(0, 1), suffix_scores.reshape(batch, kv_heads, -1, suffix)], -1
+    )
+    probs = scores.softmax(-1)
+    prefix_probs, suffix_probs = probs.split([prefix_scores.shape[-1], suffix], -1)
+    stacked_probs = prefix_probs.transpose(0, 1).reshape(kv_heads, batch * groups * q_len, -1)
+    out = (stacked_probs @ prefix_values[0]).reshape(kv_heads, batch, groups * q_len, dim)
+    out = out.transpose(0, 1) + suffix_probs @ value
+    return out.reshape(batch, heads, q_len, dim).transpose(1, 2).contiguous(), None
+
+
+def _additive_mask(mask: Any, q_len: int, kv_len: int, like: Any) -> Any:
+    """[batch, 1, 1, q_len, kv_len] additive mask from transformers' (boolean or float) mask."""
+    import torch
+
+    if mask is None:  # transformers skips the mask when causal alone is enough
+        allowed = torch.ones(q_len, kv_len, dtype=torch.bool, device=like.device).tril(
+            kv_len - q_len
+        )
+        mask = allowed[None, None]
+    mask = mask[:, :, :, :kv_len]
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=like.dtype, device=like.device).masked_fill(
+            ~mask, torch.finfo(like.dtype).min
+        )
+    return mask.unsqueeze(2)
 
 
 def register_gqa_attention() -> str:
@@ -58,35 +93,58 @@ def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
     return n
 
 
-def _preallocated_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
-    """A cache holding the prefix once per sequence, with room for ``capacity`` positions.
+def _suffix_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
+    """An empty per-row cache with room for ``capacity`` suffix positions, written in place.
 
-    ``DynamicCache`` grows with ``torch.cat``: every decoded token copies the whole cache, which on
-    a CPU costs as much as the attention itself. These layers write into a buffer in place."""
+    ``DynamicCache`` grows with ``torch.cat``: every decoded token would copy the whole cache."""
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
     class PreallocatedLayer(DynamicLayer):
-        def __init__(self, keys: Any, values: Any) -> None:
+        def __init__(self, like: Any) -> None:
             super().__init__()
-            shape = (batch, keys.shape[1], capacity, keys.shape[3])
-            self._keys, self._values = keys.new_empty(shape), values.new_empty(shape)
-            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
-            self._fill(keys.expand(batch, -1, -1, -1), values.expand(batch, -1, -1, -1), 0)
+            shape = (batch, like.shape[1], capacity, like.shape[3])
+            self._keys, self._values = like.new_empty(shape), like.new_empty(shape)
+            self.dtype, self.device, self.is_initialized = like.dtype, like.device, True
+            self.keys, self.values = self._keys[:, :, :0], self._values[:, :, :0]
 
-        def _fill(self, keys: Any, values: Any, start: int) -> tuple[Any, Any]:
-            end = start + keys.shape[-2]
-            self._keys[:, :, start:end] = keys
-            self._values[:, :, start:end] = values
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any):
+            start = self.keys.shape[-2]
+            end = start + key_states.shape[-2]
+            self._keys[:, :, start:end] = key_states
+            self._values[:, :, start:end] = value_states
             self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
             return self.keys, self.values
 
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any):
-            return self._fill(key_states, value_states, self.keys.shape[-2])
-
     cache = DynamicCache()
-    cache.layers = [PreallocatedLayer(layer.keys, layer.values) for layer in prefix_cache.layers]
+    cache.layers = [PreallocatedLayer(layer.keys) for layer in prefix_cache.layers]
     return cache
+
+
+def greedy_choice(logits: Any) -> Any:
+    """The most likely next token of each row."""
+    return logits.argmax(-1)
+
+
+def sampling_choice(
+    generator: Any, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> Callable[[Any], Any]:
+    """Next-token sampler (temperature, then top-k, then top-p) drawing from ``generator``."""
+    import torch
+
+    def choose(logits: Any) -> Any:
+        logits = logits.float() / max(temperature, 1e-5)
+        if top_k and top_k < logits.shape[-1]:
+            kth = logits.topk(top_k, -1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if top_p < 1.0:
+            ordered, order = logits.sort(-1, descending=True)
+            cumulative = ordered.softmax(-1).cumsum(-1)
+            drop = cumulative - ordered.softmax(-1) > top_p  # keep the token that crosses top_p
+            logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+        return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)
+
+    return choose
 
 
 def generate_greedy(
@@ -107,6 +165,25 @@ def generate_greedy(
         pad_id: Any token id: padded positions are masked out.
         batch_size: Prompts decoded together.
     """
+    return generate(model, prompts, max_new_tokens, stop_ids, pad_id, batch_size)
+
+
+def generate(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    stop_ids: set[int],
+    pad_id: int,
+    batch_size: int = 16,
+    choose: Callable[[Any], Any] = greedy_choice,
+    keep_stop: bool = False,
+    finished: Callable[[list[int]], bool] | None = None,
+) -> list[list[int]]:
+    """Continuations of ``prompts`` picked by ``choose`` (greedy by default), in order.
+
+    ``keep_stop`` keeps the stop token that ended a reply (a GRPO completion is trained to end);
+    ``finished(reply_so_far)`` ends a reply early (an evaluation stops at the decision, whose
+    replay ignores anything after it)."""
     import torch
 
     register_gqa_attention()
@@ -118,14 +195,24 @@ def generate_greedy(
     replies: list[list[int]] = []
     try:
         with torch.no_grad():
-            prefix = torch.tensor([list(prompts[0][:shared])], device=device)
-            prefix_cache = (
-                model(input_ids=prefix, use_cache=True).past_key_values if shared else None
-            )
+            prefix_cache = None
+            if shared:
+                prefix = torch.tensor([list(prompts[0][:shared])], device=device)
+                prefix_cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
+                prefix_cache = prefix_cache.past_key_values
             for start in range(0, len(prompts), batch_size):
                 batch = [list(p[shared:]) for p in prompts[start : start + batch_size]]
                 replies += _decode_batch(
-                    model, batch, shared, prefix_cache, max_new_tokens, stop_ids, pad_id
+                    model,
+                    batch,
+                    shared,
+                    prefix_cache,
+                    max_new_tokens,
+                    stop_ids,
+                    pad_id,
+                    choose,
+                    keep_stop,
+                    finished,
                 )
     finally:
         base.set_attn_implementation(previous)
@@ -140,41 +227,53 @@ def _decode_batch(
     max_new_tokens: int,
     stop_ids: set[int],
     pad_id: int,
+    choose: Callable[[Any], Any],
+    keep_stop: bool,
+    finished: Callable[[list[int]], bool] | None,
 ) -> list[list[int]]:
-    """Left-pad the suffixes after the shared prefix and decode them greedily together."""
+    """Left-pad the suffixes after the shared prefix and decode them together."""
     import torch
 
     device = next(model.parameters()).device
     width = max(len(s) for s in suffixes)
     batch = len(suffixes)
     ids = torch.full((batch, width), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros((batch, shared + width), dtype=torch.long, device=device)
-    mask[:, :shared] = 1
+    mask = torch.zeros((batch, width), dtype=torch.long, device=device)
     for row, suffix in enumerate(suffixes):
         ids[row, width - len(suffix) :] = torch.tensor(suffix, device=device)
-        mask[row, shared + width - len(suffix) :] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-    capacity = shared + width + max_new_tokens
-    cache = _preallocated_cache(prefix_cache, batch, capacity) if prefix_cache is not None else None
+        mask[row, width - len(suffix) :] = 1
+    positions = shared + (mask.cumsum(-1) - 1).clamp(min=0)
+    cache, token_prefix = None, None
+    if prefix_cache is not None:
+        cache = _suffix_cache(prefix_cache, batch, width + max_new_tokens)
+        token_prefix = _PREFIX.set([(layer.keys, layer.values) for layer in prefix_cache.layers])
     out: list[list[int]] = [[] for _ in suffixes]
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     stops = torch.tensor(sorted(stop_ids), device=device)
-    for _ in range(max_new_tokens):
-        result = model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-        )
-        cache = result.past_key_values
-        token = result.logits[:, -1].argmax(-1)
-        done |= torch.isin(token, stops)
-        for row in (~done).nonzero().flatten().tolist():
-            out[row].append(int(token[row]))
-        if bool(done.all()):
-            break
-        ids = token.unsqueeze(-1)
-        positions = positions[:, -1:] + 1
-        mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], -1)
+    try:
+        for _ in range(max_new_tokens):
+            result = model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache = result.past_key_values
+            token = choose(result.logits[:, -1])
+            stopped = torch.isin(token, stops)
+            for row in (~done & (~stopped | keep_stop)).nonzero().flatten().tolist():
+                out[row].append(int(token[row]))
+                if finished is not None and finished(out[row]):
+                    stopped[row] = True
+            done |= stopped
+            if bool(done.all()):
+                break
+            ids = token.unsqueeze(-1)
+            positions = positions[:, -1:] + 1
+            mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], -1)
+    finally:
+        if token_prefix is not None:
+            _PREFIX.reset(token_prefix)
     return out

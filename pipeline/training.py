@@ -179,6 +179,10 @@ def build_trainer(
         with_reward = cfg.rewards.weights.get("grade", 1.0) == 0.0
         kwargs["environment_factory"] = environment_factory(cfg.data.envs, with_reward=with_reward)
     interrupt = GracefulInterrupt()
+    if cfg.model.backend in ("cpu", "tiny"):
+        from pipeline.cpu_generation import fast_sampling_trainer
+
+        GRPOTrainer = fast_sampling_trainer(GRPOTrainer)  # noqa: N806 (TRL's class, subclassed)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,

@@ -23,8 +23,9 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-SFT_LEARNING_RATE = 1e-4
-"""LoRA SFT on a few hundred tokens of plans: a rate ~5x GRPO's learns the format in tens of steps."""
+SFT_LEARNING_RATE = 2e-4
+"""LoRA SFT on a few hundred tokens of plans: the usual LoRA rate learns the format in tens of steps
+(at 1e-4, 32 steps still left a third of SmolLM2's plans without a decision)."""
 
 
 ID_PATTERN = re.compile(r"\b[A-Z]{1,4}-\d+\b")
