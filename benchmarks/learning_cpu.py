@@ -63,11 +63,16 @@ FULL_PLAN = ["training.learning_rate=1e-4"]
 """8 GRPO steps at the CPU default rate (2e-5) barely move a LoRA adapter. The completion budget is
 ``--plan-tokens`` (448): the warm start's blind plans of AML easy take 250-380 SmolLM2 tokens
 (median ~310), and cpu.yaml's 128 would cut every one off before its decision."""
+FULL_INTERACTIVE = ["training.max_completion_length=1024"]
+"""TRL gives every turn of a rollout the whole completion budget before truncating it; at
+cpu_interactive.yaml's 3072 one rambling first turn of a group costs ~9 minutes on 2 cores."""
 PROMPT_STYLE = "compact"
 """Signature-only tool list (~0.9k prompt tokens instead of ~1.6k): decoding on this CPU is bound
 by reading weights and KV cache, so the shorter context makes every stage about twice as fast."""
 TARGETS = {"valid_call_rate": 0.9, "decision_rate": 0.8, "grade_gain": 0.10}
 """Issue 9's plan-mode targets: valid calls, decisions reached, grade gain over the untrained."""
+TIME_LIMIT_S = 3600
+"""Each mode's run (evaluations included) must finish within an hour on the 2-core machine."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -220,6 +225,8 @@ def train_stages(
         overrides += QUICK_OVERRIDES + (QUICK_INTERACTIVE if mode == "interactive" else [])
     elif mode == "plan":
         overrides += [*FULL_PLAN, f"training.max_completion_length={args.plan_tokens}"]
+    else:
+        overrides += FULL_INTERACTIVE
     cfg = load_config(CONFIGS[mode], overrides)
     sft_steps = args.sft_steps if mode == "plan" else 0
     start = time.perf_counter()
@@ -272,7 +279,7 @@ def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     evaluate_and_save("untrained", base)
     training = train_stages(mode, args, out, evaluate_and_save)
-    run = {"seconds": round(time.perf_counter() - start, 1), **training}
+    run = {"seconds": round(time.perf_counter() - start, 1), "machine": machine(), **training}
     meta = {**run, "args": {k: str(v) for k, v in vars(args).items()}}
     (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))
     return {"results": results, **run}
@@ -281,10 +288,19 @@ def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
 def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
     """Table of one mode: each stage's figures with 95% intervals, then the paired gains."""
     results = run["results"]
+    args = run.get("args", {})
     lines = [
         f"**{mode} mode** ({run['seconds']:.0f} s in all; warm start + model load "
         f"{run['warm_seconds']:.0f} s, GRPO {run['grpo_seconds']:.0f} s, mean "
         f"frac_reward_zero_std {run['frac_reward_zero_std']})",
+        "",
+        f"Command: `{run_command(mode, args)}`"
+        + (f" (run on {run['machine']})" if run.get("machine") else "")
+        + f"; {args.get('episodes')} eval seeds per stage, "
+        f"warm start {args.get('sft_steps') if mode == 'plan' else 0} SFT steps, "
+        f"{args.get('grpo_steps')} GRPO steps on {args.get('n_train')} train prompts, replies "
+        f"capped at {args.get('plan_tokens') if mode == 'plan' else args.get('turn_tokens')} "
+        f"tokens{'' if mode == 'plan' else ' a turn'}.",
         "",
         "| stage | episodes | mean grade [95% CI] | decision rate | valid calls | decision acc. |",
         "|---|---|---|---|---|---|",
@@ -313,11 +329,32 @@ def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
             gain >= TARGETS["grade_gain"] and final["grade"]["low"] > base["grade"]["high"],
         ),
     ]
+    checks.append((f"run under {TIME_LIMIT_S // 60} min", run["seconds"] < TIME_LIMIT_S))
     if "warm" in results:
         diff = paired_difference(results["warm"]["episodes"], results["grpo"]["episodes"])
-        checks.append(("GRPO above warm start (interval > 0)", diff["low"] > 0))
-    lines += ["", "Targets: " + "; ".join(f"{n}: {'met' if ok else 'NOT met'}" for n, ok in checks)]
+        checks.append(("GRPO above warm start", diff["mean"] > 0))
+        apart = "excludes" if diff["low"] > 0 or diff["high"] < 0 else "includes"
+        note = f" (paired interval {fmt(diff)} {apart} 0)"
+    else:
+        note = ""
+    scope = "Targets" if mode == "plan" else "Plan-mode targets, applied for reference"
+    verdicts = "; ".join(f"{n}: {'met' if ok else 'NOT met'}" for n, ok in checks)
+    lines += ["", f"{scope}: {verdicts}{note}"]
     return lines
+
+
+def run_command(mode: str, args: dict[str, str]) -> str:
+    """The command line that reproduces one mode's run (its non-default arguments)."""
+    preset = QUICK if args.get("quick") == "True" else FULL
+    parts = ["OMP_NUM_THREADS=2 python benchmarks/learning_cpu.py", f"--modes {mode}"]
+    if args.get("quick") == "True":
+        parts.append("--quick")
+    for key, default in preset.items():
+        if key in args and str(args[key]) != str(default):
+            parts.append(f"--{key.replace('_', '-')} {args[key]}")
+    if args.get("threads") not in (None, "None"):
+        parts.append(f"--threads {args['threads']}")
+    return " ".join(parts)
 
 
 def chart(runs: dict[str, dict[str, Any]], path: Path) -> Path:
@@ -365,29 +402,26 @@ def main(argv: list[str] | None = None) -> int:
 def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
     """The chart and the "learning_cpu" section of benchmarks/RESULTS.md for ``runs``."""
     png = chart(runs, args.output_dir / "learning_cpu.png")
-    command = "python benchmarks/learning_cpu.py" + (" --quick" if args.quick else "")
-    if args.modes != "plan,interactive":
-        command += f" --modes {args.modes}"
-    if args.threads:
-        command += f" --threads {args.threads}"
+    quick = any(run.get("args", {}).get("quick") == "True" for run in runs.values())
     label = (
         "SMOKE RUN (--quick): a handful of episodes and steps; it proves the script runs end to "
         "end, its figures say nothing about learning."
-        if args.quick
-        else "Full run."
+        if quick
+        else "Full runs."
     )
     body = [
         "## learning_cpu",
         "",
-        f"`{command}` on {machine()}. {label}",
-        f"SmolLM2-135M-Instruct + LoRA, AML easy, {args.episodes} held-out eval seeds per stage "
-        f"(greedy), warm start {args.sft_steps} SFT steps (plan mode only), {args.grpo_steps} "
-        f"GRPO steps on {args.n_train} train prompts. Chart: `{png}`; GRPO reward curves "
-        f"`{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON under "
-        f"`{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
-        f"Plan mode: {PROMPT_STYLE} prompts, warm start on the heuristic's blind plans "
-        "(pipeline/warmup.py), completions and eval replies capped at "
-        f"{args.plan_tokens} tokens, GRPO overrides `{' '.join(FULL_PLAN)}`.",
+        f"Written by `benchmarks/learning_cpu.py` (`--report-only` rebuilds it from the saved "
+        f"runs) on {machine()}. {label}",
+        "SmolLM2-135M-Instruct + LoRA on AML easy; held-out eval seeds, greedy; warm start (plan "
+        "mode only) on the heuristic's blind plans (pipeline/warmup.py). Chart: "
+        f"`{png}`; GRPO reward curves `{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON "
+        f"under `{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
+        f"Plan mode: {PROMPT_STYLE} prompts; GRPO overrides `{' '.join(FULL_PLAN)}` and the "
+        "completion budget is the plan-reply cap. Evaluation stops a plan at its decision (the "
+        "replay ignores anything after it). Interactive mode: GRPO overrides "
+        f"`{' '.join(FULL_INTERACTIVE)}`; checkpoints play turn by turn (`pipeline.agents`).",
         "",
     ]
     for mode, run in runs.items():

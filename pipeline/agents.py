@@ -198,6 +198,14 @@ def _clean(call: dict[str, Any]) -> dict[str, Any]:
 # ----- backends ---------------------------------------------------------------------------------
 
 
+def _shared_length(cached: list[int], prompt: list[int]) -> int:
+    """Tokens at the start of ``prompt`` already in the cache, leaving at least one to encode."""
+    n, limit = 0, min(len(cached), len(prompt) - 1)
+    while n < limit and cached[n] == prompt[n]:
+        n += 1
+    return n
+
+
 class CheckpointBackend:
     """A local model folder or PEFT adapter folder, decoded token by token on one device."""
 
@@ -233,6 +241,8 @@ class CheckpointBackend:
         self.stop_ids = {i for i in stops if isinstance(i, int) and i >= 0}
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 4096))
         self._schemas: dict[str, list[dict[str, Any]]] = {}
+        self._cache: Any = None  # KV cache of the tokens in self._cached, kept between replies
+        self._cached: list[int] = []
 
     def tool_schemas(self, env_name: str) -> list[dict[str, Any]]:
         """The schemas TRL renders in training: ``get_json_schema`` of the adapter's methods."""
@@ -265,22 +275,31 @@ class CheckpointBackend:
         return {"role": "assistant", "content": self.tokenizer.decode(out)}
 
     def _decode(self, ids: Any, budget: int, generator: Any) -> list[int]:
-        """Greedy or nucleus sampling with a KV cache; stops at end of turn."""
+        """Greedy or nucleus sampling with a KV cache; stops at end of turn.
+
+        The cache outlives the reply: the next prompt of an interactive episode is this one plus
+        the reply and the tool results, and every episode starts with the same system prompt, so
+        only the tokens after the longest shared prefix are encoded again (turns cost their new
+        tokens, not the whole conversation)."""
         import torch
 
-        out: list[int] = []
-        past = None
-        step_input = ids
+        prompt = ids[0].tolist()
+        shared = _shared_length(self._cached, prompt)
+        past = self._cache if shared else None
+        if past is not None:
+            past.crop(shared)
+        fed, pending, out = prompt[:shared], prompt[shared:], []
         with torch.no_grad():
             for _ in range(budget):
+                step_input = torch.tensor([pending], device=self.device)
                 result = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
-                past = result.past_key_values
-                logits = result.logits[0, -1].float()
-                token = self._pick(logits, generator)
+                past, fed = result.past_key_values, fed + pending
+                token = self._pick(result.logits[0, -1].float(), generator)
                 if token in self.stop_ids:
                     break
                 out.append(token)
-                step_input = torch.tensor([[token]], device=self.device)
+                pending = [token]
+        self._cache, self._cached = past, fed
         return out
 
     def _pick(self, logits: Any, generator: Any) -> int:

@@ -236,3 +236,21 @@ def test_openai_policy_needs_a_key(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ValueError, match="OPENAI_API_KEY or HF_TOKEN"):
         make_model_policy("openai:keyless-model", "support")
+
+
+def test_checkpoint_replies_reuse_the_cache_of_the_conversation_so_far(checkpoints):
+    from pipeline.agents import CheckpointBackend, GenerationSettings
+
+    settings = GenerationSettings(max_new_tokens=6, plan_max_new_tokens=6)
+    warm, fresh = (CheckpointBackend(checkpoints / "full", settings) for _ in range(2))
+    first = [
+        {"role": "system", "content": "You triage tickets."},
+        {"role": "user", "content": "Hi"},
+    ]
+    reply = warm.complete(first, None, 0)
+    cached_after_first = len(warm._cached)
+    second = [*first, reply, {"role": "user", "content": "Go on."}]
+    assert warm.complete(second, None, 0) == fresh.complete(second, None, 0)
+    text = warm.tokenizer.apply_chat_template(second, add_generation_prompt=True, tokenize=False)
+    prompt = warm.tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(warm._cached) >= len(prompt) > cached_after_first  # one cache, grown, not rebuilt

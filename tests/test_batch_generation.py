@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoTokenizer
 
-from pipeline.batch_generation import GQA_ATTENTION, generate_greedy
+from pipeline.batch_generation import GQA_ATTENTION, generate, generate_greedy, sampling_choice
 from pipeline.model import build_tiny_model, smollm2_path
 
 
@@ -45,3 +45,46 @@ def test_decoding_stops_at_a_stop_token_per_sequence() -> None:
         cut = next((i for i, t in enumerate(free_row) if t in stops), len(free_row))
         assert stopped_row == free_row[:cut]
     assert len(stopped[0]) < 8
+
+
+def test_prompts_without_a_shared_prefix_decode_like_one_by_one() -> None:
+    model, _ = _tiny()
+    prompts = [[21, 12, 13], [22, 15, 16, 17]]  # differ at the first token: no cascade prefix
+    assert generate_greedy(model, prompts, 6, {-1}, pad_id=0) == [
+        _one_by_one(model, p, 6, {-1}) for p in prompts
+    ]
+
+
+def test_near_zero_temperature_sampling_is_greedy() -> None:
+    model, _ = _tiny()
+    prompts = [[11, 12, 13, 14], [11, 12, 13, 15, 16]]
+    choose = sampling_choice(torch.Generator().manual_seed(1), temperature=1e-6)
+    assert generate(model, prompts, 8, {-1}, 0, choose=choose) == generate_greedy(
+        model, prompts, 8, {-1}, 0
+    )
+
+
+def test_keep_stop_keeps_the_ending_token_and_finished_ends_a_reply_early() -> None:
+    model, _ = _tiny()
+    prompts = [[11, 12, 13, 14], [11, 12, 13, 15, 16]]
+    free = generate_greedy(model, prompts, 8, {-1}, pad_id=0)
+    stops = {free[0][2]}
+    kept = generate(model, prompts, 8, stops, 0, keep_stop=True)
+    for free_row, kept_row in zip(free, kept, strict=True):
+        cut = next((i + 1 for i, t in enumerate(free_row) if t in stops), len(free_row))
+        assert kept_row == free_row[:cut]
+    assert kept[0][-1] in stops
+    early = generate(model, prompts, 8, {-1}, 0, finished=lambda reply: len(reply) >= 3)
+    assert early == [row[:3] for row in free]
+
+
+def test_sampling_is_seeded_and_keeps_to_top_k_and_top_p() -> None:
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]] * 400))
+    draws = [sampling_choice(torch.Generator().manual_seed(3))(logits).tolist() for _ in range(2)]
+    assert draws[0] == draws[1] and len(set(draws[0])) == 4
+    top_k = sampling_choice(torch.Generator().manual_seed(3), top_k=2)(logits)
+    assert set(top_k.tolist()) == {0, 1}
+    top_p = sampling_choice(torch.Generator().manual_seed(3), top_p=0.7)(logits)
+    assert set(top_p.tolist()) == {0, 1}  # 0.5 < 0.7: the token that crosses 0.7 is kept
+    shares = torch.bincount(torch.tensor(draws[0]), minlength=4) / 400
+    assert abs(float(shares[0]) - 0.5) < 0.08 and abs(float(shares[3]) - 0.05) < 0.04

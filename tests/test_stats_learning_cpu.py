@@ -37,9 +37,12 @@ def test_targets_are_checked_against_the_untrained_and_warm_stages(stages, tmp_p
     assert "| grpo - untrained |" in text and "| grpo - warm |" in text
     assert "valid calls >= 0.9: met" in text
     assert "decisions >= 0.8: met" in text
+    assert "run under 60 min: met" in text
     assert "grade gain >= 0.10, intervals apart: met" in text
     # GRPO equal to the warm start is not "above" it.
-    assert "GRPO above warm start (interval > 0): NOT met" in text
+    assert (
+        "GRPO above warm start: NOT met (paired interval 0.000 [0.000, 0.000] includes 0)" in text
+    )
     png = chart({"plan": _run(stages)}, tmp_path / "lc.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
 
@@ -49,6 +52,7 @@ def test_a_final_stage_worse_than_the_untrained_fails_the_gain_target(stages) ->
     text = "\n".join(mode_markdown("interactive", run))
     assert "grade gain >= 0.10, intervals apart: NOT met" in text
     assert "GRPO above warm start" not in text  # no warm stage in this mode
+    assert "Plan-mode targets, applied for reference" in text
 
 
 def test_quick_preset_fills_unset_arguments_only() -> None:
@@ -75,3 +79,14 @@ def test_report_only_rebuilds_the_section_from_a_saved_run(stages, tmp_path, cap
     assert "\n".join(lc.mode_markdown("plan", _run(stages))) in printed
     assert printed.startswith("## learning_cpu") and "| grpo - warm |" in printed
     assert (tmp_path / "learning_cpu.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_run_command_names_the_arguments_that_differ_from_the_preset() -> None:
+    from benchmarks.learning_cpu import run_command
+
+    args = {k: str(v) for k, v in vars(parse_args(["--episodes", "20"])).items()}
+    assert run_command("interactive", args) == (
+        "OMP_NUM_THREADS=2 python benchmarks/learning_cpu.py --modes interactive --episodes 20"
+    )
+    quick = {k: str(v) for k, v in vars(parse_args(["--quick"])).items()}
+    assert run_command("plan", quick).endswith("--modes plan --quick")

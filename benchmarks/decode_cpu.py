@@ -1,0 +1,119 @@
+"""Decoding speed on CPU: ``model.generate`` against ``pipeline.batch_generation.generate``.
+
+    OMP_NUM_THREADS=2 python benchmarks/decode_cpu.py        # ~5 min on 2 cores
+
+Two workloads of the CPU learning benchmark, on SmolLM2-135M-Instruct (fp32) with AML easy plan
+prompts (compact style, ~880 tokens that share ~730):
+- evaluation: greedy replies to a batch of different eval prompts;
+- a GRPO group: G samples of one prompt (temperature 1).
+Each is decoded a fixed number of tokens (no early stop) by transformers' ``generate`` on the
+left-padded batch and by the shared-prefix decoder; the table gives wall time and tokens per second
+(prefill included), and whether the greedy outputs agree token for token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.results import machine, write_section  # noqa: E402
+
+
+def _prompts(tokenizer, n: int) -> list[list[int]]:
+    from pipeline.dataset import build_rows
+
+    rows = build_rows("aml", ["easy"], n, "eval", 0, "plan", "compact")
+    texts = [
+        tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
+        for r in rows
+    ]
+    return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def _with_generate(model, prompts, tokens: int, sample: bool, pad: int) -> list[list[int]]:
+    import torch
+
+    width = max(map(len, prompts))
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=tokens,
+            min_new_tokens=tokens,
+            do_sample=sample,
+            temperature=1.0 if sample else None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=pad,
+        )
+    return out[:, width:].tolist()
+
+
+def _timed(fn) -> tuple[list[list[int]], float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=16, help="Eval prompts decoded together")
+    parser.add_argument("--group", type=int, default=4, help="GRPO group size G")
+    parser.add_argument("--tokens", type=int, default=64, help="Tokens decoded per reply")
+    parser.add_argument("--no-results", action="store_true", help="Do not write RESULTS.md")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pipeline.batch_generation import generate, sampling_choice
+    from pipeline.model import smollm2_path
+
+    path = smollm2_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    prompts = _prompts(tokenizer, args.batch)
+    n = args.tokens
+    rows = []
+    base, t_base = _timed(lambda: _with_generate(model, prompts, n, False, pad))
+    fast, t_fast = _timed(lambda: generate(model, prompts, n, set(), pad, len(prompts)))
+    same = sum(a == b for a, b in zip(base, fast, strict=True))
+    rows.append(("eval, greedy", len(prompts), t_base, t_fast, f"{same}/{len(prompts)} replies"))
+    group = [prompts[0]] * args.group
+    torch.manual_seed(0)
+    _, g_base = _timed(lambda: _with_generate(model, group, n, True, pad))
+    choose = sampling_choice(torch.Generator().manual_seed(0))
+    _, g_fast = _timed(lambda: generate(model, group, n, set(), pad, len(group), choose=choose))
+    rows.append(("GRPO group, sampled", len(group), g_base, g_fast, "(sampled)"))
+    lines = [
+        "## decode_cpu",
+        "",
+        f"`python benchmarks/decode_cpu.py` on {machine()}. SmolLM2-135M-Instruct fp32, AML easy "
+        f"compact plan prompts ({min(map(len, prompts))}-{max(map(len, prompts))} tokens), "
+        f"{n} tokens per reply, prefill included.",
+        "",
+        "| workload | rows | `model.generate` | shared-prefix `generate` | speed-up | greedy agrees |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, batch, slow, quick, agree in rows:
+        lines.append(
+            f"| {name} | {batch} | {slow:.1f} s ({batch * n / slow:.0f} tok/s) | "
+            f"{quick:.1f} s ({batch * n / quick:.0f} tok/s) | {slow / quick:.1f}x | {agree} |"
+        )
+    text = "\n".join(lines)
+    print(text)
+    if not args.no_results:
+        write_section("decode_cpu", text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
