@@ -10,7 +10,7 @@ registered with transformers) scores each batch's queries against it in one matr
 ("cascade" attention), and only each row's own suffix lives in a per-row, preallocated cache.
 Scores over prefix and suffix share one softmax, so the result is the same attention.
 
-Greedy output is the same as one-prompt-at-a-time ``model.generate`` (``tests/test_batch_generation.py``
+Greedy ``generate`` output is the same as one-prompt-at-a-time ``model.generate`` (``tests/test_batch_generation.py``
 checks it token for token); figures in benchmarks/RESULTS.md (``decode_cpu``).
 """
 
@@ -147,27 +147,6 @@ def sampling_choice(
     return choose
 
 
-def generate_greedy(
-    model: Any,
-    prompts: Sequence[Sequence[int]],
-    max_new_tokens: int,
-    stop_ids: set[int],
-    pad_id: int,
-    batch_size: int = 16,
-) -> list[list[int]]:
-    """Greedy continuations of token-id ``prompts`` (without their stop token), in order.
-
-    Args:
-        model: A causal LM (or PEFT model) in eval mode; it is switched to ``sdpa_gqa``.
-        prompts: Token ids of each prompt (chat template applied, generation prompt added).
-        max_new_tokens: Most tokens generated per prompt.
-        stop_ids: Token ids that end a reply (eos, end of turn).
-        pad_id: Any token id: padded positions are masked out.
-        batch_size: Prompts decoded together.
-    """
-    return generate(model, prompts, max_new_tokens, stop_ids, pad_id, batch_size)
-
-
 def generate(
     model: Any,
     prompts: Sequence[Sequence[int]],
@@ -179,11 +158,20 @@ def generate(
     keep_stop: bool = False,
     finished: Callable[[list[int]], bool] | None = None,
 ) -> list[list[int]]:
-    """Continuations of ``prompts`` picked by ``choose`` (greedy by default), in order.
+    """Continuations of token-id ``prompts``, in order.
 
-    ``keep_stop`` keeps the stop token that ended a reply (a GRPO completion is trained to end);
-    ``finished(reply_so_far)`` ends a reply early (an evaluation stops at the decision, whose
-    replay ignores anything after it)."""
+    Args:
+        model: A causal LM (or PEFT model); it is switched to ``sdpa_gqa`` while decoding.
+        prompts: Token ids of each prompt (chat template applied, generation prompt added).
+        max_new_tokens: Most tokens generated per prompt.
+        stop_ids: Token ids that end a reply (eos, end of turn).
+        pad_id: Any token id: padded positions are masked out.
+        batch_size: Prompts decoded together.
+        choose: Next token from the last logits: ``greedy_choice`` or ``sampling_choice(...)``.
+        keep_stop: Keep the stop token that ended a reply (a GRPO completion is trained to end).
+        finished: ``finished(reply_so_far)`` ends a reply early (an evaluation stops at the
+            decision, whose replay ignores anything after it).
+    """
     import torch
 
     register_gqa_attention()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoTokenizer
 
-from pipeline.batch_generation import GQA_ATTENTION, generate, generate_greedy, sampling_choice
+from pipeline.batch_generation import GQA_ATTENTION, generate, sampling_choice
 from pipeline.model import build_tiny_model, smollm2_path
 
 
@@ -29,7 +29,7 @@ def test_batched_prefix_cached_decoding_equals_one_by_one_greedy() -> None:
     prefix = torch.randint(5, 1000, (40,), generator=rng).tolist()
     prompts = [prefix + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (3, 9, 5)]
     stops = {0}
-    batched = generate_greedy(model, prompts, 12, stops, pad_id=7, batch_size=2)
+    batched = generate(model, prompts, 12, stops, pad_id=7, batch_size=2)
     assert batched == [_one_by_one(model, p, 12, stops) for p in prompts]
     assert all(len(b) == 12 for b in batched)
     assert model.config._attn_implementation != GQA_ATTENTION  # restored afterwards
@@ -38,9 +38,9 @@ def test_batched_prefix_cached_decoding_equals_one_by_one_greedy() -> None:
 def test_decoding_stops_at_a_stop_token_per_sequence() -> None:
     model, _ = _tiny()
     prompts = [[11, 12, 13, 14], [11, 12, 13, 15, 16]]
-    free = generate_greedy(model, prompts, 8, {-1}, pad_id=0)
+    free = generate(model, prompts, 8, {-1}, pad_id=0)
     stops = {free[0][-1]}  # a token the first prompt does produce
-    stopped = generate_greedy(model, prompts, 8, stops, pad_id=0)
+    stopped = generate(model, prompts, 8, stops, pad_id=0)
     for free_row, stopped_row in zip(free, stopped, strict=True):
         cut = next((i for i, t in enumerate(free_row) if t in stops), len(free_row))
         assert stopped_row == free_row[:cut]
@@ -50,7 +50,7 @@ def test_decoding_stops_at_a_stop_token_per_sequence() -> None:
 def test_prompts_without_a_shared_prefix_decode_like_one_by_one() -> None:
     model, _ = _tiny()
     prompts = [[21, 12, 13], [22, 15, 16, 17]]  # differ at the first token: no cascade prefix
-    assert generate_greedy(model, prompts, 6, {-1}, pad_id=0) == [
+    assert generate(model, prompts, 6, {-1}, pad_id=0) == [
         _one_by_one(model, p, 6, {-1}) for p in prompts
     ]
 
@@ -59,7 +59,7 @@ def test_near_zero_temperature_sampling_is_greedy() -> None:
     model, _ = _tiny()
     prompts = [[11, 12, 13, 14], [11, 12, 13, 15, 16]]
     choose = sampling_choice(torch.Generator().manual_seed(1), temperature=1e-6)
-    assert generate(model, prompts, 8, {-1}, 0, choose=choose) == generate_greedy(
+    assert generate(model, prompts, 8, {-1}, 0, choose=choose) == generate(
         model, prompts, 8, {-1}, 0
     )
 
@@ -67,7 +67,7 @@ def test_near_zero_temperature_sampling_is_greedy() -> None:
 def test_keep_stop_keeps_the_ending_token_and_finished_ends_a_reply_early() -> None:
     model, _ = _tiny()
     prompts = [[11, 12, 13, 14], [11, 12, 13, 15, 16]]
-    free = generate_greedy(model, prompts, 8, {-1}, pad_id=0)
+    free = generate(model, prompts, 8, {-1}, pad_id=0)
     stops = {free[0][2]}
     kept = generate(model, prompts, 8, stops, 0, keep_stop=True)
     for free_row, kept_row in zip(free, kept, strict=True):
