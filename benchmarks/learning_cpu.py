@@ -62,7 +62,8 @@ QUICK_INTERACTIVE = ["training.max_completion_length=256", "training.max_tool_ca
 FULL_PLAN = ["training.learning_rate=1e-4"]
 """8 GRPO steps at the CPU default rate (2e-5) barely move a LoRA adapter. The completion budget is
 ``--plan-tokens`` (448): the warm start's blind plans of AML easy take 250-380 SmolLM2 tokens
-(median ~310), and cpu.yaml's 128 would cut every one off before its decision."""
+(median ~310), and cpu.yaml's 128 would cut every one off before its decision. Sampling ends a
+completion at its decision (``pipeline.cpu_generation``), so GRPO cannot drift into calls after it."""
 FULL_INTERACTIVE = ["training.max_completion_length=1024"]
 """TRL gives every turn of a rollout the whole completion budget before truncating it; at
 cpu_interactive.yaml's 3072 one rambling first turn of a group costs ~9 minutes on 2 cores."""
@@ -120,22 +121,6 @@ def evaluate_checkpoint(
     return result
 
 
-def decision_reached(tokenizer: Any, terminal: set[str]) -> Callable[[list[int]], bool]:
-    """Whether a plan reply so far ends with a complete call of a terminal tool.
-
-    The replay stops at the decision and ignores anything after it, so decoding can stop there:
-    the episode's figures are the same, the tokens after it are not paid for."""
-    from rewards import parse_tool_calls
-
-    def reached(tokens: list[int]) -> bool:
-        if "</tool_call>" not in tokenizer.decode(tokens[-4:]):
-            return False
-        calls = parse_tool_calls(tokenizer.decode(tokens, skip_special_tokens=True)).calls
-        return bool(calls) and calls[-1]["tool"] in terminal
-
-    return reached
-
-
 def evaluate_plans_batched(
     path: Path, episodes: int, max_new_tokens: int, batch_size: int = 50
 ) -> dict[str, Any]:
@@ -150,6 +135,7 @@ def evaluate_plans_batched(
     from env.rollout import replay
     from pipeline.agents import CheckpointBackend, GenerationSettings
     from pipeline.batch_generation import generate
+    from pipeline.cpu_generation import decision_reached, terminal_tools
     from pipeline.dataset import build_rows
     from pipeline.evaluation import episode_row, summarize
     from rewards import parse_tool_calls
@@ -164,7 +150,6 @@ def evaluate_plans_batched(
     ]
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ids]
     start = time.perf_counter()
-    terminal = {s.name for s in environment.tool_specs() if s.terminal}
     tokens = generate(
         backend.model,
         ids,
@@ -172,7 +157,7 @@ def evaluate_plans_batched(
         backend.stop_ids,
         tokenizer.pad_token_id,
         batch_size,
-        finished=decision_reached(tokenizer, terminal),
+        finished=decision_reached(tokenizer, terminal_tools(["aml"])),
     )
     replies = [tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
     logger.info(

@@ -7,11 +7,51 @@ gives TRL's GRPOTrainer a generation step that encodes the shared prompt once an
 completion against that one copy (``batch_generation.generate`` with ``sampling_choice``). It takes
 over only where it samples the same distribution as ``generate``: no vLLM, no images, and TRL's
 sampling settings limited to temperature, top-k and top-p. Anything else goes to TRL unchanged.
+
+In plan mode a completion also ends at its decision (``decision_reached``): the replay stops at the
+first terminal call and ignores the rest, so the tokens after it cost time, earn nothing and, left
+in, are trained on with the plan's advantage (SmolLM2 learned to append junk calls after
+``file_sar``, its replies grew 255 -> 355 tokens). The ended completion gets the end-of-turn token,
+so TRL counts it as finished and the policy learns to stop after deciding.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
+
+
+def terminal_tools(env_names: Iterable[str]) -> set[str]:
+    """Names of the tools that end an episode (a decision) in any of ``env_names``."""
+    import env as registry
+
+    return {s.name for name in env_names for s in registry.make(name).tool_specs() if s.terminal}
+
+
+def decision_reached(tokenizer: Any, terminal: set[str]) -> Callable[[list[int]], bool]:
+    """Whether a plan reply so far ends with a complete call of a ``terminal`` tool.
+
+    The replay stops at the decision and ignores anything after it, so decoding can stop there:
+    the episode's figures are the same, the tokens after it are not paid for."""
+    from rewards import parse_tool_calls
+
+    def reached(tokens: list[int]) -> bool:
+        # The closing tag is several tokens ("</", "tool", "_", "call", ">" for SmolLM2).
+        if not tokenizer.decode(tokens[-12:]).rstrip().endswith("</tool_call>"):
+            return False
+        calls = parse_tool_calls(tokenizer.decode(tokens, skip_special_tokens=True)).calls
+        return bool(calls) and calls[-1]["tool"] in terminal
+
+    return reached
+
+
+def end_decided(
+    completions: list[list[int]], decided: Callable[[list[int]], bool], end: int, cap: int
+) -> list[list[int]]:
+    """Append the end-of-turn token ``end`` to completions that stopped at their decision."""
+    return [
+        c + [end] if c and c[-1] != end and len(c) < cap and decided(c) else c for c in completions
+    ]
 
 
 def fast_sampling_applies(trainer: Any, multimodal_fields: Any, images: Any) -> bool:
@@ -27,8 +67,9 @@ def fast_sampling_applies(trainer: Any, multimodal_fields: Any, images: Any) -> 
     )
 
 
-def fast_sampling_trainer(base: type) -> type:
-    """A subclass of TRL's GRPOTrainer ``base`` that samples with the shared-prefix decoder."""
+def fast_sampling_trainer(base: type, terminal: set[str] | None = None) -> type:
+    """A subclass of TRL's GRPOTrainer ``base`` that samples with the shared-prefix decoder;
+    with ``terminal`` tool names (plan mode) a completion ends at its decision."""
     import torch
     from trl.models import unwrap_model_for_generation
 
@@ -36,6 +77,8 @@ def fast_sampling_trainer(base: type) -> type:
 
     class SharedPrefixGRPOTrainer(base):  # type: ignore[misc, valid-type]
         """GRPOTrainer whose CPU sampling encodes each group's prompt once (module docstring)."""
+
+        decision_tools = terminal
 
         def _generate_single_turn(
             self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
@@ -49,6 +92,8 @@ def fast_sampling_trainer(base: type) -> type:
             choose = sampling_choice(
                 self._sampling_generator, self.temperature, self.top_k or 0, self.top_p
             )
+            tools = self.decision_tools
+            decided = decision_reached(self._tokenizer, tools) if tools else None
             with unwrap_model_for_generation(
                 self.model_wrapped, self.accelerator, generation_kwargs=self.generation_kwargs
             ) as model:
@@ -61,7 +106,11 @@ def fast_sampling_trainer(base: type) -> type:
                     batch_size=len(prompt_ids),
                     choose=choose,
                     keep_stop=True,  # TRL trains the end-of-turn token of finished completions
+                    finished=decided,
                 )
+            if decided is not None:
+                end = self._tokenizer.eos_token_id  # TRL counts it among self.eos_token_ids
+                completions = end_decided(completions, decided, end, self.max_completion_length)
             return completions, None
 
     return SharedPrefixGRPOTrainer

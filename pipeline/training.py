@@ -180,9 +180,11 @@ def build_trainer(
         kwargs["environment_factory"] = environment_factory(cfg.data.envs, with_reward=with_reward)
     interrupt = GracefulInterrupt()
     if cfg.model.backend in ("cpu", "tiny"):
-        from pipeline.cpu_generation import fast_sampling_trainer
+        from pipeline.cpu_generation import fast_sampling_trainer, terminal_tools
 
-        GRPOTrainer = fast_sampling_trainer(GRPOTrainer)  # noqa: N806 (TRL's class, subclassed)
+        plan = cfg.data.mode == "plan"
+        terminal = terminal_tools(cfg.data.envs) if plan else None
+        GRPOTrainer = fast_sampling_trainer(GRPOTrainer, terminal)  # noqa: N806 (TRL's class)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
