@@ -17,3 +17,4 @@ def test_cpu_interactive_config_builds_a_multi_turn_grpo_config():
     assert args.max_tool_calling_iterations >= 8  # the AML-easy oracle makes ~8 calls
     assert args.max_completion_length >= 2048  # tool results count against this budget
     assert args.mask_truncated_completions
+    assert args.gradient_checkpointing  # multi-turn rollouts on CPU ran out of 24 GB without it
