@@ -283,6 +283,10 @@ class CheckpointBackend:
         tokens, not the whole conversation)."""
         import torch
 
+        from pipeline.batch_generation import greedy_choice, sampling_choice
+
+        temperature, top_p = self.settings.temperature, self.settings.top_p
+        choose = sampling_choice(generator, temperature, 0, top_p) if temperature > 0 else None
         prompt = ids[0].tolist()
         shared = _shared_length(self._cached, prompt)
         past = self._cache if shared else None
@@ -294,26 +298,13 @@ class CheckpointBackend:
                 step_input = torch.tensor([pending], device=self.device)
                 result = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
                 past, fed = result.past_key_values, fed + pending
-                token = self._pick(result.logits[0, -1].float(), generator)
+                token = int((choose or greedy_choice)(result.logits[:, -1])[0])
                 if token in self.stop_ids:
                     break
                 out.append(token)
                 pending = [token]
         self._cache, self._cached = past, fed
         return out
-
-    def _pick(self, logits: Any, generator: Any) -> int:
-        import torch
-
-        temperature = self.settings.temperature
-        if temperature <= 0:
-            return int(torch.argmax(logits))
-        probs = torch.softmax(logits / temperature, dim=-1)
-        if self.settings.top_p < 1.0:
-            sorted_probs, order = torch.sort(probs, descending=True)
-            keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < self.settings.top_p
-            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-        return int(torch.multinomial(probs, 1, generator=generator))
 
 
 class OpenAIBackend:
