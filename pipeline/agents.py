@@ -261,18 +261,26 @@ class CheckpointBackend:
     ) -> dict[str, Any] | None:
         import torch
 
+        ids, budget = self.encode(messages, tools)
+        if budget <= 0:
+            return None
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        out = self._decode(torch.tensor([ids], device=self.device), budget, generator)
+        return {"role": "assistant", "content": self.tokenizer.decode(out)}
+
+    def encode(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> tuple[list[int], int]:
+        """Prompt token ids of the conversation and the reply's token budget (0: context full)."""
         budget = self.settings.max_new_tokens if tools else self.settings.plan_max_new_tokens
         text = self.tokenizer.apply_chat_template(
             messages, tools=tools, add_generation_prompt=True, tokenize=False
         )
-        ids = self.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        budget = min(budget, self.max_positions - ids.shape[1])
-        if budget <= 0:
-            logger.warning("conversation of %d tokens fills the context", ids.shape[1])
-            return None
-        generator = torch.Generator(device=self.device).manual_seed(seed)
-        out = self._decode(ids.to(self.device), budget, generator)
-        return {"role": "assistant", "content": self.tokenizer.decode(out)}
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        budget = max(min(budget, self.max_positions - len(ids)), 0)
+        if budget == 0:
+            logger.warning("conversation of %d tokens fills the context", len(ids))
+        return ids, budget
 
     def _decode(self, ids: Any, budget: int, generator: Any) -> list[int]:
         """Greedy or nucleus sampling with a KV cache; stops at end of turn.

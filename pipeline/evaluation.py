@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import env as registry
@@ -138,31 +138,36 @@ def evaluate(
     mode: str = "interactive",
     on_episode: Callable[[dict[str, Any]], None] | None = None,
     settings: dict[str, Any] | None = None,
+    lockstep: int = 0,
 ) -> dict[str, Any]:
-    """Play ``episodes`` seeds per task and summarise; see the module docstring."""
+    """Play ``episodes`` seeds per task and summarise; see the module docstring.
+
+    ``lockstep`` > 0 (``checkpoint:`` policies, greedy) plays every episode at once and decodes
+    each turn's replies in batches of that size (``pipeline.lockstep``): same episodes, far
+    fewer forward passes."""
     task_list = parse_tasks(env_name, tasks)
-    environment = registry.make(env_name)
-    seeds = split_seeds(split, episodes, seed_offset)
+    jobs = [
+        (task, seed) for task in task_list for seed in split_seeds(split, episodes, seed_offset)
+    ]
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(seeds) * len(task_list), desc=f"{env_name}:{policy_spec}", unit="ep")
+        bar = tqdm(total=len(jobs), desc=f"{env_name}:{policy_spec}", unit="ep")
+    errors: list[int] = []
+    played = _play_all(env_name, policy_spec, jobs, mode, settings, lockstep, errors)
     rows = []
-    for task in task_list:
-        for seed in seeds:
-            policy = resolve_policy(policy_spec, env_name, seed, mode, **(settings or {}))
-            episode = play(environment, policy, task, seed)
-            row = episode_row(environment, episode, task, seed)
-            rows.append(row)
-            if on_episode is not None:
-                on_episode(row)
-            if bar is not None:
-                bar.update(1)
+    for (task, seed), (environment, episode) in zip(jobs, played, strict=True):
+        rows.append(episode_row(environment, episode, task, seed))
+        if on_episode is not None:
+            on_episode(rows[-1])
+        if bar is not None:
+            bar.update(1)
     if bar is not None:
         bar.close()
-    if environment.internal_errors:
-        logger.warning("%s: %d internal errors", env_name, environment.internal_errors)
+    internal_errors = sum(errors)
+    if internal_errors:
+        logger.warning("%s: %d internal errors", env_name, internal_errors)
     summary = summarize(rows)
     summary.update(
         env=env_name,
@@ -170,6 +175,39 @@ def evaluate(
         split=split,
         tasks=task_list,
         episodes_per_task=episodes,
-        internal_errors=environment.internal_errors,
+        internal_errors=internal_errors,
     )
     return {"summary": summary, "episodes": rows}
+
+
+def _play_all(
+    env_name: str,
+    spec: str,
+    jobs: list[tuple[str, int]],
+    mode: str,
+    settings: dict[str, Any] | None,
+    lockstep: int,
+    internal_errors: list[int],
+) -> Iterator[tuple[Any, Any]]:
+    """``(environment, episode)`` of every job, in order, each as soon as it is played; the
+    envs' internal error count is appended to ``internal_errors`` at the end."""
+    settings = settings or {}
+    environment = registry.make(env_name)
+    if lockstep > 0 and spec.startswith("checkpoint:"):
+        from pipeline.agents import GenerationSettings, ModelPolicy, load_backend
+        from pipeline.lockstep import play_lockstep
+
+        generation = GenerationSettings(**settings)
+
+        def policy(backend: Any, seed: int) -> ModelPolicy:
+            return ModelPolicy(backend, env_name, mode, seed, generation)
+
+        backend = load_backend(spec, generation)
+        episodes, errors = play_lockstep(env_name, backend, policy, jobs, lockstep)
+        internal_errors.append(errors)
+        yield from ((environment, e) for e in episodes)
+        return
+    for task, seed in jobs:
+        policy = resolve_policy(spec, env_name, seed, mode, **settings)
+        yield environment, play(environment, policy, task, seed)
+    internal_errors.append(environment.internal_errors)

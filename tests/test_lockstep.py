@@ -1,0 +1,78 @@
+"""pipeline.lockstep: many checkpoint episodes played at once give the sequential episodes."""
+
+from __future__ import annotations
+
+import pytest
+
+import env
+from env.rollout import play
+from pipeline.agents import CheckpointBackend, GenerationSettings, ModelPolicy
+from pipeline.evaluation import evaluate
+from pipeline.lockstep import play_lockstep
+
+SETTINGS = {"max_new_tokens": 6, "plan_max_new_tokens": 10, "max_idle_turns": 2}
+JOBS = [("easy", 1_000_000_001), ("medium", 1_000_000_002), ("easy", 1_000_000_003)]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    from pipeline.model import apply_tool_chat_template, build_tiny_model, smollm2_path
+
+    folder = tmp_path_factory.mktemp("lockstep") / "tiny"
+    tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()))
+    build_tiny_model(tokenizer, seed=5).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("mode", ["interactive", "plan"])
+def test_lockstep_episodes_equal_sequential_ones(checkpoint, mode) -> None:
+    settings = GenerationSettings(**SETTINGS)
+    backend = CheckpointBackend(checkpoint, settings)
+    policies: dict[int, ModelPolicy] = {}
+
+    def make_policy(shared, seed):
+        policies[seed] = ModelPolicy(shared, "support", mode, seed, settings)
+        return policies[seed]
+
+    episodes, errors = play_lockstep("support", backend, make_policy, JOBS, batch_size=2)
+    assert errors == 0 and [(e.task, e.seed) for e in episodes] == JOBS
+    for (task, seed), episode in zip(JOBS, episodes, strict=True):
+        alone = ModelPolicy(backend, "support", mode, seed, settings)
+        expected = play(env.make("support"), alone, task, seed)
+        assert policies[seed].messages == alone.messages  # same prompts, same greedy replies
+        assert episode.report.steps == expected.report.steps
+        assert episode.report.grade.total == expected.report.grade.total
+
+
+def test_evaluate_in_lockstep_gives_the_same_rows(checkpoint) -> None:
+    spec = f"checkpoint:{checkpoint}"
+    kwargs = dict(tasks="easy", episodes=2, progress=False, settings=SETTINGS)
+    together = evaluate("support", spec, lockstep=8, **kwargs)
+    alone = evaluate("support", spec, **kwargs)
+    assert together["episodes"] == alone["episodes"]
+    assert together["summary"]["episodes"] == 2
+
+
+def test_a_failing_episode_raises_without_stalling_the_others(checkpoint) -> None:
+    settings = GenerationSettings(**SETTINGS)
+    backend = CheckpointBackend(checkpoint, settings)
+    played: list[int] = []
+
+    def make_policy(shared, seed):
+        if seed == JOBS[1][1]:
+            raise RuntimeError("policy could not be built")
+        played.append(seed)
+        return ModelPolicy(shared, "support", "interactive", seed, settings)
+
+    with pytest.raises(RuntimeError, match="could not be built"):
+        play_lockstep("support", backend, make_policy, JOBS, batch_size=4)
+    assert sorted(played) == sorted([JOBS[0][1], JOBS[2][1]])  # they ran to the end
+
+
+def test_lockstep_refuses_sampling(checkpoint) -> None:
+    backend = CheckpointBackend(checkpoint, GenerationSettings(temperature=0.7))
+    with pytest.raises(ValueError, match="greedy"):
+        play_lockstep("support", backend, lambda shared, seed: None, JOBS)
