@@ -410,9 +410,10 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
         f"`{png}`; GRPO reward curves `{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON "
         f"under `{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
         f"Plan mode: {PROMPT_STYLE} prompts; GRPO overrides `{' '.join(FULL_PLAN)}` and the "
-        "completion budget is the plan-reply cap. Evaluation stops a plan at its decision (the "
-        "replay ignores anything after it). Interactive mode: GRPO overrides "
-        f"`{' '.join(FULL_INTERACTIVE)}`; checkpoints play turn by turn (`pipeline.agents`).",
+        "completion budget is the plan-reply cap. GRPO's sampled plans and the evaluation's "
+        "greedy ones stop at the decision (the replay ignores anything after it). Interactive "
+        f"mode: GRPO overrides `{' '.join(FULL_INTERACTIVE)}`; the evaluation plays every "
+        "episode at once, each turn's replies decoded in batches (`pipeline.lockstep`).",
         "",
     ]
     for mode, run in runs.items():
