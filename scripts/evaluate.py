@@ -43,6 +43,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--csv", type=Path, default=None, help="Write 95%% CIs per group here")
     parser.add_argument("--png", type=Path, default=None, help="Write a chart with 95%% CIs")
     parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar")
+    parser.add_argument(
+        "--lockstep",
+        type=int,
+        default=0,
+        metavar="N",
+        help="checkpoint: policies: play every episode at once and decode each turn's greedy "
+        "replies in batches of N (same episodes, several times faster on a CPU)",
+    )
     return parser.parse_args(argv)
 
 
@@ -88,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         seed_offset=args.seed_offset,
         progress=not args.no_progress,
         mode=args.mode,
+        lockstep=args.lockstep,
     )
     console = Console()
     render(result["summary"], console)

@@ -76,3 +76,22 @@ def test_lockstep_refuses_sampling(checkpoint) -> None:
     backend = CheckpointBackend(checkpoint, GenerationSettings(temperature=0.7))
     with pytest.raises(ValueError, match="greedy"):
         play_lockstep("support", backend, lambda shared, seed: None, JOBS)
+
+
+def test_evaluate_cli_plays_checkpoints_in_lockstep(checkpoint, tmp_path) -> None:
+    import json
+
+    from scripts.evaluate import main
+
+    out = tmp_path / "result.json"
+    argv = ["--env", "support", "--tasks", "easy", "--episodes", "2", "--no-progress"]
+    assert (
+        main([*argv, "--policy", f"checkpoint:{checkpoint}", "--lockstep", "4", "--json", str(out)])
+        == 0
+    )
+    rows = json.loads(out.read_text())["episodes"]
+    alone = evaluate(
+        "support", f"checkpoint:{checkpoint}", tasks="easy", episodes=2, progress=False
+    )
+    assert [r["steps"] for r in rows] == [r["steps"] for r in alone["episodes"]]
+    assert [r["seed"] for r in rows] == [r["seed"] for r in alone["episodes"]]
