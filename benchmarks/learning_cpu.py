@@ -253,6 +253,7 @@ def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
     out = args.output_dir / mode
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
+    ran_on = machine()  # the commit that runs, not the one checked out when it ends
     start = time.perf_counter()
 
     def evaluate_and_save(stage: str, path: Path) -> None:
@@ -270,7 +271,7 @@ def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     evaluate_and_save("untrained", base)
     training = train_stages(mode, args, out, evaluate_and_save)
-    run = {"seconds": round(time.perf_counter() - start, 1), "machine": machine(), **training}
+    run = {"seconds": round(time.perf_counter() - start, 1), "machine": ran_on, **training}
     meta = {**run, "args": {k: str(v) for k, v in vars(args).items()}}
     (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))
     return {"results": results, **meta}

@@ -265,7 +265,7 @@ class CheckpointBackend:
         if budget <= 0:
             return None
         generator = torch.Generator(device=self.device).manual_seed(seed)
-        out = self._decode(torch.tensor([ids], device=self.device), budget, generator)
+        out = self._decode(ids, budget, generator)
         return {"role": "assistant", "content": self.tokenizer.decode(out)}
 
     def encode(
@@ -282,7 +282,7 @@ class CheckpointBackend:
             logger.warning("conversation of %d tokens fills the context", len(ids))
         return ids, budget
 
-    def _decode(self, ids: Any, budget: int, generator: Any) -> list[int]:
+    def _decode(self, prompt: list[int], budget: int, generator: Any) -> list[int]:
         """Greedy or nucleus sampling with a KV cache; stops at end of turn.
 
         The cache outlives the reply: the next prompt of an interactive episode is this one plus
@@ -294,8 +294,8 @@ class CheckpointBackend:
         from pipeline.batch_generation import greedy_choice, sampling_choice
 
         temperature, top_p = self.settings.temperature, self.settings.top_p
-        choose = sampling_choice(generator, temperature, 0, top_p) if temperature > 0 else None
-        prompt = ids[0].tolist()
+        greedy = temperature <= 0
+        choose = greedy_choice if greedy else sampling_choice(generator, temperature, 0, top_p)
         shared = _shared_length(self._cached, prompt)
         past = self._cache if shared else None
         if past is not None:
@@ -306,7 +306,7 @@ class CheckpointBackend:
                 step_input = torch.tensor([pending], device=self.device)
                 result = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
                 past, fed = result.past_key_values, fed + pending
-                token = int((choose or greedy_choice)(result.logits[:, -1])[0])
+                token = int(choose(result.logits[:, -1])[0])
                 if token in self.stop_ids:
                     break
                 out.append(token)

@@ -41,7 +41,6 @@ class LockstepBackend:
         self._turn = threading.Condition()
         self._players = players
         self._waiting: list[_Request] = []
-        self.batches = 0
 
     def tool_schemas(self, env_name: str) -> list[dict[str, Any]]:
         return self.backend.tool_schemas(env_name)
@@ -92,7 +91,6 @@ class LockstepBackend:
         except Exception as error:  # every waiting episode re-raises it in its own thread
             for request in batch:
                 request.error = error
-        self.batches += 1
         for request in batch:
             request.done = True
         self._turn.notify_all()

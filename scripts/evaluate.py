@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0,
         metavar="N",
         help="checkpoint: policies: play every episode at once and decode each turn's greedy "
-        "replies in batches of N (same episodes, several times faster on a CPU)",
+        "replies in batches of N (the same episodes as one by one)",
     )
     return parser.parse_args(argv)
 
