@@ -7,7 +7,9 @@ The story, per mode (plan, then interactive):
 1. evaluate the untrained model on held-out eval seeds (``env.seeds`` "eval" split) of AML easy;
 2. plan mode: run the format warm start (SFT on the honest heuristic's plans, train seeds only)
    inside ``pipeline.training.build_trainer`` and save that adapter as the "warm" stage; the
-   interactive mode has no warm start (its multi-turn format comes from the tool results);
+   interactive mode starts from that same adapter (``--interactive-warm plan``, the default: run
+   the plan mode first) or from scratch (``none``: untrained SmolLM2 never calls a tool, so every
+   GRPO reward is 0 and nothing is learned);
 3. GRPO for the configured steps on train seeds, save the adapter as the "grpo" stage;
 4. evaluate each stage on the same eval seeds, greedy decoding, and compare them with paired 95%
    bootstrap intervals (``pipeline.stats``).
@@ -44,6 +46,7 @@ FULL = {
     "n_train": 64,
     "plan_tokens": 448,
     "turn_tokens": 128,
+    "interactive_warm": "plan",
 }
 QUICK = {
     "episodes": 2,
@@ -52,6 +55,7 @@ QUICK = {
     "n_train": 4,
     "plan_tokens": 48,
     "turn_tokens": 32,
+    "interactive_warm": "plan",
 }
 QUICK_OVERRIDES = [
     "training.per_device_train_batch_size=2",
@@ -94,6 +98,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--n-train", type=int, default=None, help="Training prompts (train seeds)")
     parser.add_argument("--plan-tokens", type=int, default=None, help="Tokens of a plan reply")
     parser.add_argument("--turn-tokens", type=int, default=None, help="Tokens of a turn reply")
+    parser.add_argument(
+        "--interactive-warm",
+        choices=("plan", "none"),
+        default=None,
+        help="Interactive GRPO starts from the plan mode's warm adapter (<output-dir>/plan/warm) "
+        "or from the untrained model",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/learning_cpu"))
     parser.add_argument("--no-results", action="store_true", help="Do not write RESULTS.md")
@@ -205,6 +216,7 @@ def train_stages(
     ``on_stage(name, path)`` runs as soon as a stage is saved, so the warm start's figures are
     in the log before GRPO starts (a bad warm start shows in minutes, not after the whole run)."""
     from pipeline.config import load_config
+    from pipeline.model import load_adapter_weights
     from pipeline.training import build_trainer, write_history
 
     overrides = [
@@ -224,6 +236,7 @@ def train_stages(
         overrides += FULL_INTERACTIVE
     cfg = load_config(CONFIGS[mode], overrides)
     sft_steps = args.sft_steps if mode == "plan" else 0
+    warm_from = plan_warm_adapter(args) if mode == "interactive" else None
     start = time.perf_counter()
     bundle = build_trainer(cfg, sft_steps=sft_steps)
     warm_seconds = time.perf_counter() - start
@@ -233,6 +246,10 @@ def train_stages(
         bundle.tokenizer.save_pretrained(str(out / "warm"))
         stages["warm"] = out / "warm"
         on_stage("warm", out / "warm")
+    elif warm_from is not None:
+        load_adapter_weights(bundle.model, warm_from)
+        stages["warm"] = warm_from
+        on_stage("warm", warm_from)
     start = time.perf_counter()
     bundle.trainer.train()
     grpo_seconds = time.perf_counter() - start
@@ -250,6 +267,19 @@ def train_stages(
         "grpo_seconds": round(grpo_seconds, 1),
         "frac_reward_zero_std": round(sum(zero_std) / len(zero_std), 3) if zero_std else None,
     }
+
+
+def plan_warm_adapter(args: argparse.Namespace) -> Path | None:
+    """The plan mode's saved warm start that interactive GRPO starts from (None: from scratch)."""
+    if args.interactive_warm == "none":
+        return None
+    path = args.output_dir / "plan" / "warm"
+    if not (path / "adapter_model.safetensors").is_file():
+        raise SystemExit(
+            f"--interactive-warm plan needs the plan mode's warm adapter at {path}: run "
+            "--modes plan first (or --modes plan,interactive), or pass --interactive-warm none"
+        )
+    return path
 
 
 def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -273,6 +303,8 @@ def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
             time.perf_counter() - start,
         )
 
+    if mode == "interactive":
+        plan_warm_adapter(args)  # a missing warm adapter fails before the first evaluation
     evaluate_and_save("untrained", base)
     training = train_stages(mode, args, out, evaluate_and_save)
     run = {"seconds": round(time.perf_counter() - start, 1), "machine": ran_on, **training}
@@ -293,7 +325,7 @@ def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
         f"Command: `{run_command(mode, args)}`"
         + (f" (run on {run['machine']})" if run.get("machine") else "")
         + f"; {args.get('episodes')} eval seeds per stage, "
-        f"warm start {args.get('sft_steps') if mode == 'plan' else 0} SFT steps, "
+        f"warm start: {warm_start_label(mode, args)}, "
         f"{args.get('grpo_steps')} GRPO steps on {args.get('n_train')} train prompts, replies "
         f"capped at {args.get('plan_tokens') if mode == 'plan' else args.get('turn_tokens')} "
         f"tokens{'' if mode == 'plan' else ' a turn'}.",
@@ -337,6 +369,15 @@ def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
     verdicts = "; ".join(f"{n}: {'met' if ok else 'NOT met'}" for n, ok in checks)
     lines += ["", f"{scope}: {verdicts}{note}"]
     return lines
+
+
+def warm_start_label(mode: str, args: dict[str, str]) -> str:
+    """How a mode's run was warm-started, for its report line."""
+    if mode == "plan":
+        return f"{args.get('sft_steps')} SFT steps"
+    if args.get("interactive_warm", "none") == "plan":
+        return "the plan mode's warm adapter (`plan/warm`)"
+    return "none"
 
 
 def run_command(mode: str, args: dict[str, str]) -> str:
@@ -410,8 +451,9 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
         "",
         f"Written by `benchmarks/learning_cpu.py` (`--report-only` rebuilds it from the saved "
         f"runs) on {machine()}. {label}",
-        "SmolLM2-135M-Instruct + LoRA on AML easy; held-out eval seeds, greedy; warm start (plan "
-        "mode only) on the heuristic's blind plans (pipeline/warmup.py). Chart: "
+        "SmolLM2-135M-Instruct + LoRA on AML easy; held-out eval seeds, greedy; warm start: SFT "
+        "on the heuristic's blind plans (pipeline/warmup.py) in plan mode, whose adapter the "
+        "interactive mode starts from unless its command says otherwise. Chart: "
         f"`{png}`; GRPO reward curves `{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON "
         f"under `{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
         f"Plan mode: {PROMPT_STYLE} prompts; GRPO overrides `{' '.join(FULL_PLAN)}` and the "

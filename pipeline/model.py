@@ -246,6 +246,36 @@ def load_model_and_tokenizer(model_cfg: Any, peft_cfg: Any | None = None) -> tup
     return model, tokenizer
 
 
+def load_adapter_weights(model: Any, folder: str | os.PathLike) -> int:
+    """Copy a saved LoRA adapter's weights (``save_pretrained`` output) into ``model``'s adapter.
+
+    Starts a run from an earlier run's adapter (e.g. a warm start saved by
+    benchmarks/learning_cpu.py) without changing how the model is built: same LoRA shape, new
+    trainer. Returns the number of tensors copied; a missing file or a different LoRA shape is an
+    error rather than a silently half-loaded model."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    path = Path(folder) / "adapter_model.safetensors"
+    if not path.is_file():
+        raise FileNotFoundError(f"no adapter weights at {path} (expected a saved LoRA adapter)")
+    if not hasattr(model, "peft_config"):
+        raise ValueError("the model has no LoRA adapter to load weights into (peft.enabled: false)")
+    weights = load_file(str(path))
+    try:
+        result = set_peft_model_state_dict(model, weights)
+    except RuntimeError as error:  # torch's size mismatch: another rank or base model
+        raise ValueError(f"adapter {path} does not fit this model's LoRA: {error}") from error
+    unexpected = list(result.unexpected_keys)
+    missing = [k for k in result.missing_keys if "lora_" in k]
+    if unexpected or missing:
+        raise ValueError(
+            f"adapter {path} does not fit this model's LoRA: {len(unexpected)} unexpected keys "
+            f"({unexpected[:2]}), {len(missing)} missing ({missing[:2]})"
+        )
+    return len(weights)
+
+
 def _load_unsloth(model_cfg: Any, peft_cfg: Any | None) -> tuple[Any, Any]:
     """Unsloth FastLanguageModel in 4-bit + LoRA (CUDA only; the import itself needs a GPU)."""
     if not torch.cuda.is_available():

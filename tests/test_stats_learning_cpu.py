@@ -90,3 +90,22 @@ def test_run_command_names_the_arguments_that_differ_from_the_preset() -> None:
     )
     quick = {k: str(v) for k, v in vars(parse_args(["--quick"])).items()}
     assert run_command("plan", quick).endswith("--modes plan --quick")
+
+
+def test_interactive_starts_from_the_plan_warm_adapter_or_says_what_is_missing(tmp_path) -> None:
+    from benchmarks.learning_cpu import plan_warm_adapter, run_command, warm_start_label
+
+    args = parse_args(["--output-dir", str(tmp_path)])
+    with pytest.raises(SystemExit, match="run --modes plan first"):
+        plan_warm_adapter(args)
+    (tmp_path / "plan" / "warm").mkdir(parents=True)
+    (tmp_path / "plan" / "warm" / "adapter_model.safetensors").write_bytes(b"")
+    assert plan_warm_adapter(args) == tmp_path / "plan" / "warm"
+    cold = parse_args(["--output-dir", str(tmp_path), "--interactive-warm", "none"])
+    assert plan_warm_adapter(cold) is None
+    cold_args = {k: str(v) for k, v in vars(cold).items()}
+    assert run_command("interactive", cold_args).endswith("--interactive-warm none")
+    assert warm_start_label("interactive", cold_args) == "none"
+    warm_args = {k: str(v) for k, v in vars(args).items()}
+    assert "plan mode's warm adapter" in warm_start_label("interactive", warm_args)
+    assert warm_start_label("plan", warm_args) == "40 SFT steps"

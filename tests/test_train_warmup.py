@@ -81,3 +81,32 @@ def test_aml_warmup_targets_cite_only_ids_of_their_prompt() -> None:
         calls = parse_tool_calls(completion).calls
         assert calls[-1]["tool"] in ("file_sar", "close_alert")
         assert replay(env, row["task"], row["seed"], calls).grade.total == example["grade"]
+
+
+def test_adapter_weights_load_into_a_fresh_lora_model(tmp_path: Path) -> None:
+    import dataclasses
+
+    import pytest
+    import torch
+
+    from pipeline.model import load_adapter_weights
+
+    cfg = load_config(ROOT / "configs/cpu.yaml", ["model.backend=tiny", f"output_dir={tmp_path}"])
+    trained, _ = load_model_and_tokenizer(cfg.model, cfg.peft)
+    lora = {n: p for n, p in trained.named_parameters() if "lora_B" in n}
+    with torch.no_grad():
+        for p in lora.values():
+            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(0)))
+    trained.save_pretrained(str(tmp_path / "adapter"))
+    fresh, _ = load_model_and_tokenizer(cfg.model, cfg.peft)
+    before = dict(fresh.named_parameters())
+    assert not any(torch.equal(before[n], p) for n, p in lora.items())
+    copied = load_adapter_weights(fresh, tmp_path / "adapter")
+    assert copied == len([n for n, _ in trained.named_parameters() if "lora_" in n])
+    after = dict(fresh.named_parameters())
+    assert all(torch.equal(after[n], p) for n, p in lora.items())
+    with pytest.raises(FileNotFoundError, match="no adapter weights"):
+        load_adapter_weights(fresh, tmp_path / "missing")
+    wider, _ = load_model_and_tokenizer(cfg.model, dataclasses.replace(cfg.peft, r=4))
+    with pytest.raises(ValueError, match="does not fit"):
+        load_adapter_weights(wider, tmp_path / "adapter")
