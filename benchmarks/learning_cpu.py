@@ -72,9 +72,14 @@ were, the mean was 0.97 and groups differed by content: rule modes with an effec
 ``--plan-tokens`` (448): the warm start's blind plans of AML easy take 250-380 SmolLM2 tokens
 (median ~310), and cpu.yaml's 128 would cut every one off before its decision. Sampling ends a
 completion at its decision (``pipeline.cpu_generation``), so GRPO cannot drift into calls after it."""
-FULL_INTERACTIVE = ["training.max_completion_length=1024"]
+FULL_INTERACTIVE = [
+    "training.max_completion_length=1024",
+    "training.learning_rate=1e-4",
+    "training.temperature=0.7",
+]
 """TRL gives every turn of a rollout the whole completion budget before truncating it; at
-cpu_interactive.yaml's 3072 one rambling first turn of a group costs ~9 minutes on 2 cores."""
+cpu_interactive.yaml's 3072 one rambling first turn of a group costs ~9 minutes on 2 cores. Rate
+and temperature as in plan mode: GRPO starts from the same warm adapter."""
 PROMPT_STYLE = "compact"
 """Signature-only tool list (~0.9k prompt tokens instead of ~1.6k): decoding on this CPU is bound
 by reading weights and KV cache, so the shorter context makes every stage about twice as fast."""
