@@ -116,9 +116,29 @@ def _suffix_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
             self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
             return self.keys, self.values
 
+        def keep_rows(self, rows: Any) -> None:
+            end = self.keys.shape[-2]
+            self._keys, self._values = self._keys[rows], self._values[rows]
+            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
+
     cache = DynamicCache()
     cache.layers = [PreallocatedLayer(layer.keys) for layer in prefix_cache.layers]
     return cache
+
+
+COMPACT_BELOW = 0.75
+"""A batch drops its finished rows once fewer than this share of them are still decoding: a
+finished row costs as much as a live one at every step, and a batch otherwise runs as long as its
+longest reply (one plan rambling to the cap kept 49 finished ones decoding)."""
+
+
+def _keep_rows(cache: Any, rows: Any) -> None:
+    """Keep only ``rows`` of every layer of a decoding cache (preallocated or plain)."""
+    for layer in cache.layers:
+        if hasattr(layer, "keep_rows"):
+            layer.keep_rows(rows)
+        else:
+            layer.keys, layer.values = layer.keys[rows], layer.values[rows]
 
 
 def greedy_choice(logits: Any) -> Any:
@@ -236,6 +256,7 @@ def _decode_batch(
         cache = _suffix_cache(prefix_cache, batch, width + max_new_tokens)
         token_prefix = _PREFIX.set([(layer.keys, layer.values) for layer in prefix_cache.layers])
     out: list[list[int]] = [[] for _ in suffixes]
+    rows = list(range(batch))  # the reply each decoding row writes to
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     stops = torch.tensor(sorted(stop_ids), device=device)
     try:
@@ -251,16 +272,21 @@ def _decode_batch(
             cache = result.past_key_values
             token = choose(result.logits[:, -1])
             stopped = torch.isin(token, stops)
-            for row in (~done & (~stopped | keep_stop)).nonzero().flatten().tolist():
-                out[row].append(int(token[row]))
-                if finished is not None and finished(out[row]):
-                    stopped[row] = True
+            for i in (~done & (~stopped | keep_stop)).nonzero().flatten().tolist():
+                out[rows[i]].append(int(token[i]))
+                if finished is not None and finished(out[rows[i]]):
+                    stopped[i] = True
             done |= stopped
             if bool(done.all()):
                 break
             ids = token.unsqueeze(-1)
             positions = positions[:, -1:] + 1
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], -1)
+            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], -1)
+            live = (~done).nonzero().flatten()
+            if len(live) < COMPACT_BELOW * len(rows):
+                rows = [rows[i] for i in live.tolist()]
+                ids, positions, mask, done = ids[live], positions[live], mask[live], done[live]
+                _keep_rows(cache, live)
     finally:
         if token_prefix is not None:
             _PREFIX.reset(token_prefix)

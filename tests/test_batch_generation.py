@@ -88,3 +88,26 @@ def test_sampling_is_seeded_and_keeps_to_top_k_and_top_p() -> None:
     assert set(top_p.tolist()) == {0, 1}  # 0.5 < 0.7: the token that crosses 0.7 is kept
     shares = torch.bincount(torch.tensor(draws[0]), minlength=4) / 400
     assert abs(float(shares[0]) - 0.5) < 0.08 and abs(float(shares[3]) - 0.05) < 0.04
+
+
+def test_finished_rows_leave_the_batch_and_the_rest_decode_unchanged() -> None:
+    model, _ = _tiny()
+    rng = torch.Generator().manual_seed(2)
+    prefix = torch.randint(5, 1000, (30,), generator=rng).tolist()
+    prompts = [prefix + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (2, 6, 4, 3)]
+    for shared in (prompts, [[21 + i, *p] for i, p in enumerate(prompts)]):  # cascade and plain
+        free = generate(model, shared, 10, {-1}, pad_id=7, batch_size=4)
+        lengths = {0: 2, 1: 3, 2: 10, 3: 4}  # three rows end early: the batch shrinks twice
+        early = generate(
+            model,
+            shared,
+            10,
+            {-1},
+            pad_id=7,
+            batch_size=4,
+            finished=lambda reply, n=lengths, f=free: any(
+                len(reply) == n[i] and reply == row[: n[i]] for i, row in enumerate(f)
+            ),
+        )
+        assert early == [row[: lengths[i]] for i, row in enumerate(free)]
+        assert free == [_one_by_one(model, p, 10, {-1}) for p in shared]
