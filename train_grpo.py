@@ -4,6 +4,7 @@
     python train_grpo.py --dry-run                                  # end to end in minutes
     python train_grpo.py --dry-run --mode interactive
     python train_grpo.py --config configs/cpu.yaml --sft-warmup 30   # format warm start, then GRPO
+    python train_grpo.py --config configs/cpu_interactive.yaml --init-adapter outputs/cpu/final
     python train_grpo.py --config configs/cpu.yaml --set training.learning_rate=5e-6 --resume
     accelerate launch --config_file configs/accelerate/single_gpu.yaml train_grpo.py \\
         --config configs/a100.yaml --push-to-hub --hub-model-id USER/NAME
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_CONFIG = "configs/cpu.yaml"
+ADAPTER_FILE = "adapter_model.safetensors"
 DRY_RUN_OVERRIDES = [
     "output_dir=outputs/dry-run",
     "data.n_train=4",
@@ -72,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0,
         metavar="N",
         help="first N SFT steps on the heuristic policy's plans (train seeds; plan mode)",
+    )
+    parser.add_argument(
+        "--init-adapter",
+        metavar="DIR",
+        help="start from a saved LoRA adapter (e.g. a plan-mode run's final/ for interactive GRPO)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser.parse_args(argv)
@@ -192,12 +199,16 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, overrides)
         if args.sft_warmup and cfg.data.mode != "plan":
             raise ConfigError("--sft-warmup trains plan-mode completions: use --mode plan")
+        if args.init_adapter and not (Path(args.init_adapter) / ADAPTER_FILE).is_file():
+            raise ConfigError(f"--init-adapter {args.init_adapter}: no {ADAPTER_FILE} there")
     except (ConfigError, FileNotFoundError) as exc:
         console.print(f"[bold red]config error:[/] {exc}")
         return 2
     from pipeline.training import train
 
-    result = train(cfg, resume=args.resume, sft_steps=args.sft_warmup)
+    result = train(
+        cfg, resume=args.resume, sft_steps=args.sft_warmup, init_adapter=args.init_adapter
+    )
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
     return finish(cfg, result, args.dry_run, console)

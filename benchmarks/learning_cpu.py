@@ -221,7 +221,6 @@ def train_stages(
     ``on_stage(name, path)`` runs as soon as a stage is saved, so the warm start's figures are
     in the log before GRPO starts (a bad warm start shows in minutes, not after the whole run)."""
     from pipeline.config import load_config
-    from pipeline.model import load_adapter_weights
     from pipeline.training import build_trainer, write_history
 
     overrides = [
@@ -243,7 +242,7 @@ def train_stages(
     sft_steps = args.sft_steps if mode == "plan" else 0
     warm_from = plan_warm_adapter(args) if mode == "interactive" else None
     start = time.perf_counter()
-    bundle = build_trainer(cfg, sft_steps=sft_steps)
+    bundle = build_trainer(cfg, sft_steps=sft_steps, init_adapter=warm_from)
     warm_seconds = time.perf_counter() - start
     stages = {}
     if sft_steps:
@@ -252,7 +251,6 @@ def train_stages(
         stages["warm"] = out / "warm"
         on_stage("warm", out / "warm")
     elif warm_from is not None:
-        load_adapter_weights(bundle.model, warm_from)
         stages["warm"] = warm_from
         on_stage("warm", warm_from)
     start = time.perf_counter()

@@ -150,10 +150,15 @@ class TrainerBundle:
 
 
 def build_trainer(
-    cfg: TrainConfig, extra_callbacks: list[Any] | None = None, sft_steps: int = 0
+    cfg: TrainConfig,
+    extra_callbacks: list[Any] | None = None,
+    sft_steps: int = 0,
+    init_adapter: str | os.PathLike | None = None,
 ) -> TrainerBundle:
-    """Assemble TRL's GRPOTrainer for ``cfg`` (no training yet); ``sft_steps`` > 0 first runs
-    the heuristic-plan SFT warm start (pipeline/warmup.py) on the same model."""
+    """Assemble TRL's GRPOTrainer for ``cfg`` (no training yet). ``init_adapter`` (a saved LoRA
+    adapter folder) starts the model from an earlier run's adapter, e.g. interactive GRPO from a
+    plan-mode warm start; ``sft_steps`` > 0 then runs the heuristic-plan SFT warm start
+    (pipeline/warmup.py) on the same model."""
     from trl import GRPOTrainer
 
     from pipeline.model import load_model_and_tokenizer
@@ -165,6 +170,11 @@ def build_trainer(
     funcs = [record_prompts(funcs[0], Path(cfg.output_dir) / PROMPT_LOG), *funcs[1:]]
     args = build_grpo_config(cfg, weights)
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft)
+    if init_adapter is not None:
+        from pipeline.model import load_adapter_weights
+
+        copied = load_adapter_weights(model, init_adapter)
+        logger.info("started from adapter %s (%d tensors)", init_adapter, copied)
     if sft_steps > 0:
         from pipeline.warmup import sft_warmup
 
@@ -215,13 +225,19 @@ class RunResult:
 
 
 def train(
-    cfg: TrainConfig, resume: bool = False, extra_callbacks: list | None = None, sft_steps: int = 0
+    cfg: TrainConfig,
+    resume: bool = False,
+    extra_callbacks: list | None = None,
+    sft_steps: int = 0,
+    init_adapter: str | os.PathLike | None = None,
 ) -> RunResult:
     """Train, save the final adapter/model to ``output_dir/final`` and write the artefacts.
 
-    A resumed run skips the SFT warm start: its checkpoint already holds the warmed-up adapter."""
+    A resumed run skips the SFT warm start and ``init_adapter``: its checkpoint already holds the
+    adapter they produced."""
     checkpoint = newest_checkpoint(cfg.output_dir) if resume else None
-    bundle = build_trainer(cfg, extra_callbacks, 0 if checkpoint else sft_steps)
+    start_from = None if checkpoint else init_adapter
+    bundle = build_trainer(cfg, extra_callbacks, 0 if checkpoint else sft_steps, start_from)
     trainer = bundle.trainer
     if resume and checkpoint is None:
         logger.warning("--resume: no checkpoint in %s, starting from step 0", cfg.output_dir)
@@ -259,6 +275,7 @@ def train(
             "mode": cfg.data.mode,
             "backend": cfg.model.backend,
             "sft_warmup_steps": 0 if checkpoint else sft_steps,
+            "init_adapter": str(start_from) if start_from else None,
             "peak_gpu_memory_gb": _peak_gpu_memory_gb(),
         }
         (out / RUN_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

@@ -110,3 +110,34 @@ def test_dry_run_with_the_configured_cpu_model_trains_saves_and_reloads(tmp_path
     header = (out / "log_history.csv").read_text().splitlines()[0]
     assert "rewards/grade_reward/mean" in header
     assert (out / "reward_curves.png").stat().st_size > 1000
+
+
+def test_init_adapter_starts_the_run_from_a_saved_adapter(tmp_path: Path) -> None:
+    import torch
+
+    import train_grpo
+    from pipeline.model import load_model_and_tokenizer
+    from pipeline.training import build_trainer
+
+    cfg = load_config(
+        ROOT / "configs/cpu.yaml", [*TINY, "training.max_steps=1", f"output_dir={tmp_path / 'run'}"]
+    )
+    saved, _ = load_model_and_tokenizer(cfg.model, cfg.peft)
+    with torch.no_grad():
+        for name, param in saved.named_parameters():
+            if "lora_B" in name:
+                param.fill_(0.01)  # a fresh LoRA starts at B = 0
+    saved.save_pretrained(str(tmp_path / "warm"))
+    bundle = build_trainer(cfg, init_adapter=tmp_path / "warm")
+    lora_b = [p for n, p in bundle.model.named_parameters() if "lora_B" in n]
+    assert lora_b and all(torch.all(p == 0.01) for p in lora_b)
+    result = train(cfg, init_adapter=tmp_path / "warm")
+    assert result.global_step == 1
+    info = json.loads((tmp_path / "run" / RUN_INFO).read_text())
+    assert info["init_adapter"] == str(tmp_path / "warm")
+    missing = train_grpo.main(["--init-adapter", str(tmp_path / "nowhere"), *_sets(TINY)])
+    assert missing == 2
+
+
+def _sets(overrides: list[str]) -> list[str]:
+    return [arg for item in overrides for arg in ("--set", item)]
