@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.results import machine, write_section  # noqa: E402
+from benchmarks.results import machine, publish  # noqa: E402
 
 
 def _prompts(tokenizer, n: int) -> list[list[int]]:
@@ -109,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{quick:.1f} s ({batch * n / quick:.0f} tok/s) | {slow / quick:.1f}x | {agree} |"
         )
     text = "\n".join(lines)
-    print(text)
-    if not args.no_results:
-        write_section("decode_cpu", text)
+    publish("decode_cpu", text, write=not args.no_results)
     return 0
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.results import machine, write_section  # noqa: E402
+from benchmarks.results import machine, publish  # noqa: E402
 from pipeline.stats import bar_chart, fmt, interval_table, paired_difference  # noqa: E402
 
 logger = logging.getLogger("learning_cpu")
@@ -469,9 +469,7 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
     for mode, run in runs.items():
         body += mode_markdown(mode, run) + [""]
     text = "\n".join(body)
-    print(text)
-    if not args.no_results:
-        write_section("learning_cpu", text)
+    publish("learning_cpu", text, write=not args.no_results)
     return 0
 
 

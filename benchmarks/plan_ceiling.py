@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.results import machine, write_section  # noqa: E402
+from benchmarks.results import machine, publish  # noqa: E402
 from pipeline.stats import bootstrap_interval, fmt, paired_difference  # noqa: E402
 
 Call = dict[str, Any]
@@ -151,9 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         gain = paired_difference(base, rows)
         lines.append(f"| {extra} | {choice} | {fmt(grade)} | {fmt(gain)} | {mean_reward:.3f} |")
     body = "\n".join(lines)
-    print(body)
-    if not args.no_results:
-        write_section("plan_ceiling", body)
+    publish("plan_ceiling", body, write=not args.no_results)
     return 0
 
 

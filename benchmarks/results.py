@@ -45,3 +45,10 @@ def write_section(name: str, body: str) -> None:
         handle.seek(0)
         handle.truncate()
         handle.write(text)
+
+
+def publish(name: str, body: str, write: bool = True) -> None:
+    """Print a benchmark's section and, unless ``write`` is False, put it in RESULTS.md."""
+    print(body)
+    if write:
+        write_section(name, body)
