@@ -214,9 +214,14 @@ def evaluate_stage(path: Path, mode: str, args: argparse.Namespace) -> dict[str,
 
 
 def train_stages(
-    mode: str, args: argparse.Namespace, out: Path, on_stage: Callable[[str, Path], None]
+    mode: str,
+    args: argparse.Namespace,
+    out: Path,
+    on_stage: Callable[[str, Path], None],
+    warm_from: Path | None = None,
 ) -> dict[str, Any]:
-    """Warm start (plan) and GRPO; saves ``warm`` and ``grpo`` adapters; returns timings.
+    """Warm start (plan: SFT; interactive: ``warm_from``, the plan run's adapter) and GRPO; saves
+    ``warm`` and ``grpo`` adapters; returns timings.
 
     ``on_stage(name, path)`` runs as soon as a stage is saved, so the warm start's figures are
     in the log before GRPO starts (a bad warm start shows in minutes, not after the whole run)."""
@@ -240,7 +245,6 @@ def train_stages(
         overrides += FULL_INTERACTIVE
     cfg = load_config(CONFIGS[mode], overrides)
     sft_steps = args.sft_steps if mode == "plan" else 0
-    warm_from = plan_warm_adapter(args) if mode == "interactive" else None
     start = time.perf_counter()
     bundle = build_trainer(cfg, sft_steps=sft_steps, init_adapter=warm_from)
     warm_seconds = time.perf_counter() - start
@@ -306,10 +310,10 @@ def run_mode(mode: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
             time.perf_counter() - start,
         )
 
-    if mode == "interactive":
-        plan_warm_adapter(args)  # a missing warm adapter fails before the first evaluation
+    # interactive GRPO's starting adapter; a missing one fails before the first evaluation
+    warm_from = plan_warm_adapter(args) if mode == "interactive" else None
     evaluate_and_save("untrained", base)
-    training = train_stages(mode, args, out, evaluate_and_save)
+    training = train_stages(mode, args, out, evaluate_and_save, warm_from)
     run = {"seconds": round(time.perf_counter() - start, 1), "machine": ran_on, **training}
     meta = {**run, "args": {k: str(v) for k, v in vars(args).items()}}
     (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))

@@ -92,34 +92,28 @@ def main(argv: list[str] | None = None) -> int:
     from env.rollout import replay
     from pipeline.dataset import build_rows
     from pipeline.prompts import render_completion
-    from rewards import build_reward_functions
+    from rewards.score import mean, score_batch
 
     env = registry.make("aml")
     train = build_rows("aml", ["easy"], args.n_train, "train", 0, "plan", "compact")
     evaluation = build_rows("aml", ["easy"], args.episodes, "eval", 0, "plan", "compact")
     by_rule = typology_by_rule(env, train)
-    funcs, weights = build_reward_functions()
 
     def typology(row: dict[str, Any], choice: str) -> str:
         return by_rule.get(alert_facts(row)[2], "mule_ring") if choice == "by rule" else choice
 
     def reward(extra: str, choice: str) -> float:
-        completions = [
-            [
-                {
-                    "role": "assistant",
-                    "content": render_completion(blind_plan(r, extra, typology(r, choice))),
-                }
-            ]
+        """Mean weighted training reward (what TRL would sum) of the plans on the train prompts."""
+        rows = [
+            {
+                "env": r["env"],
+                "task": r["task"],
+                "seed": r["seed"],
+                "completion": render_completion(blind_plan(r, extra, typology(r, choice))),
+            }
             for r in train
         ]
-        columns = {k: [r[k] for r in train] for k in ("env", "task", "seed")}
-        prompts = [r["prompt"] for r in train]
-        totals = [0.0] * len(train)
-        for func, weight in zip(funcs, weights, strict=True):
-            for i, value in enumerate(func(prompts=prompts, completions=completions, **columns)):
-                totals[i] += weight * (value or 0.0)
-        return sum(totals) / len(totals)
+        return mean(result["total"] for result in score_batch(rows))
 
     results = {}
     for extra in EXTRA:
