@@ -16,8 +16,8 @@ The story, per mode (plan, then interactive):
 
 It writes ``<out>/<mode>/eval_<stage>.json`` (scripts/compare_results.py reads them), the GRPO
 reward curves (``reward_curves.png``), a bar chart of every stage with intervals
-(``<out>/learning_cpu.png``) and the "learning_cpu" section of benchmarks/RESULTS.md with the
-targets of issue 9 checked.
+(``<out>/learning_cpu_<mode>.png``) and, in benchmarks/RESULTS.md, the "learning_cpu" section and
+one "learning_cpu_<mode>" section per mode with the targets of issue 9 checked.
 """
 
 from __future__ import annotations
@@ -238,12 +238,12 @@ def train_stages(
         f"data.prompt_style={PROMPT_STYLE}",
     ]
     if args.quick:
-        overrides += QUICK_OVERRIDES + (QUICK_INTERACTIVE if mode == "interactive" else [])
+        tuned = QUICK_OVERRIDES + (QUICK_INTERACTIVE if mode == "interactive" else [])
     elif mode == "plan":
-        overrides += [*FULL_PLAN, f"training.max_completion_length={args.plan_tokens}"]
+        tuned = [*FULL_PLAN, f"training.max_completion_length={args.plan_tokens}"]
     else:
-        overrides += FULL_INTERACTIVE
-    cfg = load_config(CONFIGS[mode], overrides)
+        tuned = FULL_INTERACTIVE
+    cfg = load_config(CONFIGS[mode], overrides + tuned)
     sft_steps = args.sft_steps if mode == "plan" else 0
     start = time.perf_counter()
     bundle = build_trainer(cfg, sft_steps=sft_steps, init_adapter=warm_from)
@@ -269,6 +269,7 @@ def train_stages(
     zero_std = [r["frac_reward_zero_std"] for r in history if "frac_reward_zero_std" in r]
     return {
         "stages": stages,
+        "overrides": tuned,
         "curves": curves,
         "warm_seconds": round(warm_seconds, 1),
         "grpo_seconds": round(grpo_seconds, 1),
@@ -335,7 +336,8 @@ def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
         f"warm start: {warm_start_label(mode, args)}, "
         f"{args.get('grpo_steps')} GRPO steps on {args.get('n_train')} train prompts, replies "
         f"capped at {args.get('plan_tokens') if mode == 'plan' else args.get('turn_tokens')} "
-        f"tokens{'' if mode == 'plan' else ' a turn'}.",
+        f"tokens{'' if mode == 'plan' else ' a turn'}; GRPO config overrides "
+        f"`{' '.join(run.get('overrides', []))}`. Chart: `{run.get('chart', '')}`.",
         "",
         "| stage | episodes | mean grade [95% CI] | decision rate | valid calls | decision acc. |",
         "|---|---|---|---|---|---|",
@@ -401,12 +403,12 @@ def run_command(mode: str, args: dict[str, str]) -> str:
     return " ".join(parts)
 
 
-def chart(runs: dict[str, dict[str, Any]], path: Path) -> Path:
-    """Mean grade with 95% intervals of every stage, grouped by mode."""
-    series: dict[str, dict[str, dict[str, float]]] = {}
-    for mode, run in runs.items():
-        for stage, result in run["results"].items():
-            series.setdefault(stage, {})[mode] = interval_table(result["episodes"])["all"]["grade"]
+def chart(mode: str, run: dict[str, Any], path: Path) -> Path:
+    """Mean grade with 95% intervals of every stage of one mode's run."""
+    series = {
+        stage: {mode: interval_table(result["episodes"])["all"]["grade"]}
+        for stage, result in run["results"].items()
+    }
     return bar_chart(series, path, "SmolLM2-135M on AML easy (held-out seeds): grade per stage")
 
 
@@ -444,36 +446,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
-    """The chart and the "learning_cpu" section of benchmarks/RESULTS.md for ``runs``."""
-    png = chart(runs, args.output_dir / "learning_cpu.png")
-    quick = any(run.get("args", {}).get("quick") == "True" for run in runs.values())
-    label = (
-        "SMOKE RUN (--quick): a handful of episodes and steps; it proves the script runs end to "
-        "end, its figures say nothing about learning."
-        if quick
-        else "Full runs."
-    )
+    """The "learning_cpu" section of benchmarks/RESULTS.md and one "learning_cpu_<mode>" section
+    (and chart) per mode in ``runs``: a mode's run rewrites its own figures only."""
     body = [
         "## learning_cpu",
         "",
-        f"Written by `benchmarks/learning_cpu.py` (`--report-only` rebuilds it from the saved "
-        f"runs) on {machine()}. {label}",
-        "SmolLM2-135M-Instruct + LoRA on AML easy; held-out eval seeds, greedy; warm start: SFT "
-        "on the heuristic's blind plans (pipeline/warmup.py) in plan mode, whose adapter the "
-        "interactive mode starts from unless its command says otherwise. Chart: "
-        f"`{png}`; GRPO reward curves `{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON "
-        f"under `{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
-        f"Plan mode: {PROMPT_STYLE} prompts; GRPO overrides `{' '.join(FULL_PLAN)}` and the "
-        "completion budget is the plan-reply cap. GRPO's sampled plans and the evaluation's "
-        "greedy ones stop at the decision (the replay ignores anything after it). Interactive "
-        f"mode: GRPO overrides `{' '.join(FULL_INTERACTIVE)}`; the evaluation plays every "
-        "episode at once, each turn's replies decoded in batches (`pipeline.lockstep`).",
-        "",
+        "Written by `benchmarks/learning_cpu.py`; each mode's figures follow in their own section "
+        "(`--report-only --modes <mode>` rebuilds one from its saved run). SmolLM2-135M-Instruct "
+        "+ LoRA on AML easy; held-out eval seeds, greedy; warm start: SFT on the heuristic's "
+        "blind plans (pipeline/warmup.py) in plan mode, whose adapter the interactive mode "
+        "starts from unless its command says otherwise. GRPO reward curves "
+        f"`{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON under "
+        f"`{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
+        f"Plan mode: {PROMPT_STYLE} prompts; the completion budget is the plan-reply cap. GRPO's "
+        "sampled plans and the evaluation's greedy ones stop at the decision (the replay ignores "
+        "anything after it). Interactive mode: the evaluation plays every episode at once, each "
+        "turn's replies decoded in batches (`pipeline.lockstep`).",
     ]
+    publish("learning_cpu", "\n".join(body), write=not args.no_results)
     for mode, run in runs.items():
-        body += mode_markdown(mode, run) + [""]
-    text = "\n".join(body)
-    publish("learning_cpu", text, write=not args.no_results)
+        run["chart"] = chart(mode, run, args.output_dir / f"learning_cpu_{mode}.png")
+        quick = run.get("args", {}).get("quick") == "True"
+        label = (
+            "SMOKE RUN (--quick): a handful of episodes and steps; it proves the script runs end "
+            "to end, its figures say nothing about learning."
+            if quick
+            else "Full run."
+        )
+        head = [f"### learning_cpu, {mode} mode", "", f"Written on {machine()}. {label}", ""]
+        text = "\n".join(head + mode_markdown(mode, run))
+        publish(f"learning_cpu_{mode}", text, write=not args.no_results)
     return 0
 
 

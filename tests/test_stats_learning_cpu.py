@@ -43,7 +43,7 @@ def test_targets_are_checked_against_the_untrained_and_warm_stages(stages, tmp_p
     assert (
         "GRPO above warm start: NOT met (paired interval 0.000 [0.000, 0.000] includes 0)" in text
     )
-    png = chart({"plan": _run(stages)}, tmp_path / "lc.png")
+    png = chart("plan", _run(stages), tmp_path / "lc.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -70,15 +70,16 @@ def test_report_only_rebuilds_the_section_from_a_saved_run(stages, tmp_path, cap
     out.mkdir()
     run = {k: v for k, v in _run(stages).items() if k != "results"}
     run["stages"] = {"warm": str(out / "warm"), "grpo": str(out / "grpo")}
+    run["overrides"] = ["lr=1"]
     (out / "run.json").write_text(json.dumps(run))
     for stage, result in stages.items():
         (out / f"eval_{stage}.json").write_text(json.dumps(result, default=str))
     args = ["--report-only", "--no-results", "--modes", "plan", "--output-dir", str(tmp_path)]
     assert lc.main(args) == 0
     printed = capsys.readouterr().out
-    assert "\n".join(lc.mode_markdown("plan", _run(stages))) in printed
-    assert printed.startswith("## learning_cpu") and "| grpo - warm |" in printed
-    assert (tmp_path / "learning_cpu.png").read_bytes()[:4] == b"\x89PNG"
+    assert printed.startswith("## learning_cpu\n") and "### learning_cpu, plan mode" in printed
+    assert "| grpo - warm |" in printed and "GRPO config overrides `lr=1`" in printed
+    assert (tmp_path / "learning_cpu_plan.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_run_command_names_the_arguments_that_differ_from_the_preset() -> None:
@@ -109,3 +110,22 @@ def test_interactive_starts_from_the_plan_warm_adapter_or_says_what_is_missing(t
     warm_args = {k: str(v) for k, v in vars(args).items()}
     assert "plan mode's warm adapter" in warm_start_label("interactive", warm_args)
     assert warm_start_label("plan", warm_args) == "40 SFT steps"
+
+
+def test_a_mode_report_rewrites_its_own_section_and_keeps_the_other_modes(
+    stages, tmp_path, monkeypatch, capsys
+) -> None:
+    import benchmarks.learning_cpu as lc
+    import benchmarks.results as results
+
+    page = tmp_path / "RESULTS.md"
+    kept = "<!-- learning_cpu_interactive:start -->\ninteractive figures\n"
+    page.write_text(f"# Benchmark results\n\n{kept}<!-- learning_cpu_interactive:end -->\n")
+    monkeypatch.setattr(results, "RESULTS", page)
+    args = parse_args(["--output-dir", str(tmp_path)])
+    assert lc.report({"plan": _run(stages)}, args) == 0
+    text = page.read_text()
+    assert kept in text and "<!-- learning_cpu:start -->" in text
+    plan = text.split("<!-- learning_cpu_plan:start -->")[1].split("<!-- learning_cpu_plan:end")[0]
+    assert "### learning_cpu, plan mode" in plan and "| grpo - warm |" in plan
+    assert "interactive" not in plan.split("Targets")[0].lower()
