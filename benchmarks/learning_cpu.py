@@ -87,6 +87,10 @@ LOCKSTEP_BATCH = 32
 """Interactive evaluation plays every episode at once and decodes each turn's replies in batches
 of 32 (``pipeline.lockstep``): one by one, untrained SmolLM2 took ~51 s an episode (its three
 silent 128-token turns), ~85 min for 100 seeds."""
+IDLE_TURNS = 2
+"""Interactive evaluation: an episode ends after two replies without a readable tool call (the
+agents' default is 3). Untrained SmolLM2 never calls a tool and writes every turn to its cap, so
+its evaluation is 2 instead of 3 capped turns; it scores 0 either way."""
 TARGETS = {"valid_call_rate": 0.9, "decision_rate": 0.8, "grade_gain": 0.10}
 """Issue 9's plan-mode targets: valid calls, decisions reached, grade gain over the untrained."""
 TIME_LIMIT_S = 3600
@@ -209,7 +213,11 @@ def evaluate_stage(path: Path, mode: str, args: argparse.Namespace) -> dict[str,
     """Plan mode: batched plans; interactive mode: ``pipeline.agents`` turn by turn."""
     if mode == "plan":
         return evaluate_plans_batched(path, args.episodes, args.plan_tokens)
-    settings = {"plan_max_new_tokens": args.plan_tokens, "max_new_tokens": args.turn_tokens}
+    settings = {
+        "plan_max_new_tokens": args.plan_tokens,
+        "max_new_tokens": args.turn_tokens,
+        "max_idle_turns": IDLE_TURNS,
+    }
     return evaluate_checkpoint(path, mode, args.episodes, settings)
 
 
