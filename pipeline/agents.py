@@ -298,8 +298,9 @@ class CheckpointBackend:
         choose = greedy_choice if greedy else sampling_choice(generator, temperature, 0, top_p)
         shared = _shared_length(self._cached, prompt)
         past = self._cache if shared else None
-        if past is not None:
-            past.crop(shared)
+        excess = past.get_seq_length() - shared if past is not None else 0
+        if excess > 0:  # a negative crop removes that many tokens (a positive one is deprecated)
+            past.crop(-excess)
         fed, pending, out = prompt[:shared], prompt[shared:], []
         with torch.no_grad():
             for _ in range(budget):
