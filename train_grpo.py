@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=0,
         metavar="N",
-        help="first N SFT steps on the heuristic policy's plans (train seeds; plan mode)",
+        help="first N SFT steps on the heuristic policy's episodes (train seeds), in the run's mode",
     )
     parser.add_argument(
         "--init-adapter",
@@ -197,8 +197,6 @@ def main(argv: list[str] | None = None) -> int:
         import unsloth  # noqa: F401  - must come before trl/transformers so its patches apply
     try:
         cfg = load_config(args.config, overrides)
-        if args.sft_warmup and cfg.data.mode != "plan":
-            raise ConfigError("--sft-warmup trains plan-mode completions: use --mode plan")
         if args.init_adapter and not (Path(args.init_adapter) / ADAPTER_FILE).is_file():
             raise ConfigError(f"--init-adapter {args.init_adapter}: no {ADAPTER_FILE} there")
     except (ConfigError, FileNotFoundError) as exc:

@@ -247,13 +247,9 @@ class CheckpointBackend:
     def tool_schemas(self, env_name: str) -> list[dict[str, Any]]:
         """The schemas TRL renders in training: ``get_json_schema`` of the adapter's methods."""
         if env_name not in self._schemas:
-            from transformers.utils import get_json_schema
+            from pipeline.interactive import tool_schemas
 
-            from pipeline.interactive import adapter_class
-
-            cls = adapter_class(env_class(env_name))
-            specs = env_class(env_name).tool_specs()
-            self._schemas[env_name] = [get_json_schema(getattr(cls, s.name)) for s in specs]
+            self._schemas[env_name] = tool_schemas(env_name)
         return self._schemas[env_name]
 
     def complete(

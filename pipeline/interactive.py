@@ -183,3 +183,12 @@ def add_environment_column(dataset: Any) -> Any:
 def tool_methods(adapter: EnvironmentAdapter) -> list[Callable[..., str]]:
     """The bound methods TRL will expose as tools, in the environment's tool order."""
     return [getattr(adapter, spec.name) for spec in adapter.env.tool_specs()]
+
+
+def tool_schemas(env_name: str) -> list[dict[str, Any]]:
+    """The tool schemas TRL renders in an interactive prompt: ``get_json_schema`` of the env's
+    adapter methods, in the environment's tool order."""
+    from transformers.utils import get_json_schema
+
+    cls = adapter_class(env_class(env_name))
+    return [get_json_schema(getattr(cls, spec.name)) for spec in env_class(env_name).tool_specs()]

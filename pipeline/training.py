@@ -157,8 +157,8 @@ def build_trainer(
 ) -> TrainerBundle:
     """Assemble TRL's GRPOTrainer for ``cfg`` (no training yet). ``init_adapter`` (a saved LoRA
     adapter folder) starts the model from an earlier run's adapter, e.g. interactive GRPO from a
-    plan-mode warm start; ``sft_steps`` > 0 then runs the heuristic-plan SFT warm start
-    (pipeline/warmup.py) on the same model."""
+    plan-mode warm start; ``sft_steps`` > 0 then runs the heuristic SFT warm start of the run's
+    mode (pipeline/warmup.py) on the same model."""
     from trl import GRPOTrainer
 
     from pipeline.model import load_model_and_tokenizer
@@ -178,8 +178,6 @@ def build_trainer(
     if sft_steps > 0:
         from pipeline.warmup import sft_warmup
 
-        if cfg.data.mode != "plan":
-            raise ValueError("--sft-warmup trains plan-mode completions: use --mode plan")
         sft_warmup(model, tokenizer, train, sft_steps, cfg, args)
     kwargs: dict[str, Any] = {}
     if cfg.data.mode == "interactive":

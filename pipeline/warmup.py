@@ -6,7 +6,13 @@ plays the registered ``heuristic`` policy (it reads observations only, never the
 very prompts of the training dataset (train seeds only, so no evaluation world leaks in), renders
 each played episode as a plan-mode completion, and runs TRL's SFTTrainer for N steps on those
 prompt/completion pairs (loss on the completion only). The same LoRA model then goes on to GRPO.
-Plan mode only: the interactive mode's multi-turn format is learned from tool results instead.
+
+Interactive mode learns another format: the tools arrive as JSON schemas in the chat template and
+each turn answers the tool results before it. A plan-mode warm start does not carry over to it
+(SmolLM2-135M copied the schemas as call arguments, benchmarks/RESULTS.md), so there the heuristic's
+episode becomes the conversation TRL's ``environment_factory`` would hold: the prompt with the
+opening observation appended, one assistant tool call per turn, each result as a tool message. The
+loss covers the assistant turns only (TRL's ``assistant_only_loss``).
 
 The heuristic plays interactively, so its calls cite ids it read in tool results (transactions,
 source-of-funds files, trace jobs). A plan is written before any result is seen: imitating those ids
@@ -16,6 +22,7 @@ arguments appear in the prompt, and free text with unseen ids taken out.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from pathlib import Path
@@ -103,15 +110,54 @@ def heuristic_examples(dataset: Any) -> Any:
     return datasets.Dataset.from_list(rows)
 
 
+def heuristic_conversations(dataset: Any) -> Any:
+    """Interactive rows: each training prompt's heuristic episode as a tool-calling conversation
+    (``messages``) with the tool schemas TRL renders (``tools``, JSON)."""
+    import datasets
+
+    from env.registry import make, policies
+    from env.rollout import play
+    from pipeline.interactive import tool_schemas
+    from pipeline.prompts import render_observation
+
+    envs: dict[str, Any] = {}
+    rows = []
+    for row in dataset:
+        name = row["env"]
+        env = envs.setdefault(name, make(name))
+        episode = play(
+            env, policies(name)["heuristic"](row["seed"]), row["task"] or None, row["seed"]
+        )
+        *head, user = row["prompt"]
+        opening = render_observation(episode.observations[0])
+        messages = [*head, {**user, "content": user["content"] + opening}]
+        for action, observation in zip(episode.actions, episode.observations[1:], strict=True):
+            call = {
+                "type": "function",
+                "function": {"name": action.tool, "arguments": action.arguments},
+            }
+            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            messages.append(
+                {"role": "tool", "name": action.tool, "content": render_observation(observation)}
+            )
+        rows.append({"messages": messages, "tools": json.dumps(tool_schemas(name))})
+    return datasets.Dataset.from_list(rows)
+
+
 def sft_warmup(
     model: Any, tokenizer: Any, dataset: Any, steps: int, cfg: Any, grpo_args: Any
 ) -> dict[str, Any]:
-    """Run ``steps`` SFT steps on the heuristic's plans; returns the SFT log summary.
+    """Run ``steps`` SFT steps on the heuristic's plans (plan mode) or conversations (interactive
+    mode); returns the SFT log summary.
 
     Precision follows the GRPO run's (``grpo_args``): accelerate allows one setting per process."""
     from trl import SFTConfig, SFTTrainer
 
-    examples = heuristic_examples(dataset).remove_columns("grade")
+    interactive = cfg.data.mode == "interactive"
+    if interactive:
+        examples = heuristic_conversations(dataset)
+    else:
+        examples = heuristic_examples(dataset).remove_columns("grade")
     t = cfg.training
     args = SFTConfig(
         output_dir=str(Path(cfg.output_dir) / "sft_warmup"),
@@ -123,8 +169,9 @@ def sft_warmup(
         save_strategy="no",
         report_to=[],
         seed=t.get("seed", 42),
-        completion_only_loss=True,
-        max_length=None,  # AML plan prompts are ~1.5k tokens: never cut the completion off
+        completion_only_loss=not interactive,
+        assistant_only_loss=interactive,
+        max_length=None,  # AML prompts are ~1.5k tokens (interactive ~2.4k): never cut them off
         use_cpu=cfg.model.backend in ("cpu", "tiny"),
         bf16=grpo_args.bf16,
         fp16=grpo_args.fp16,

@@ -11,7 +11,13 @@ from pipeline.config import load_config
 from pipeline.dataset import build_dataset
 from pipeline.model import load_model_and_tokenizer
 from pipeline.training import build_grpo_config
-from pipeline.warmup import ID_PATTERN, blind_plan, heuristic_examples, sft_warmup
+from pipeline.warmup import (
+    ID_PATTERN,
+    blind_plan,
+    heuristic_conversations,
+    heuristic_examples,
+    sft_warmup,
+)
 from rewards import parse_tool_calls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +46,63 @@ def test_sft_warmup_runs_the_requested_steps_and_lowers_the_loss(tmp_path: Path)
     summary = sft_warmup(model, tokenizer, dataset, 6, cfg, build_grpo_config(cfg, [1.0]))
     assert summary["steps"] == 6
     assert summary["losses"][-1] < summary["losses"][0]
+
+
+def test_interactive_warmup_is_the_heuristic_episode_as_a_tool_conversation() -> None:
+    """The conversation TRL's environment_factory would hold: opening appended to the prompt,
+    one call per assistant turn, each result as the tool message the adapter returns."""
+    import json
+
+    from pipeline.interactive import environment_factory, tool_schemas
+
+    prompts = build_dataset(["aml"], ["easy"], n=2, split="train", mode="interactive")
+    rows = heuristic_conversations(prompts)
+    for row, example in zip(prompts, rows, strict=True):
+        adapter = environment_factory("aml")()
+        opening = adapter.reset(**{k: row[k] for k in ("env", "task", "seed")})
+        messages = example["messages"]
+        assert messages[1]["content"] == row["prompt"][-1]["content"] + opening
+        turns = messages[len(row["prompt"]) :]
+        assert [m["role"] for m in turns] == ["assistant", "tool"] * (len(turns) // 2)
+        for call_turn, result in zip(turns[::2], turns[1::2], strict=True):
+            (call,) = call_turn["tool_calls"]
+            name, arguments = call["function"]["name"], call["function"]["arguments"]
+            arguments = {k: v for k, v in arguments.items() if v is not None}
+            assert result["content"] == getattr(adapter, name)(**arguments)
+        assert adapter.env.report().decision_reached
+        assert json.loads(example["tools"]) == tool_schemas("aml")
+
+
+def test_interactive_sft_warmup_trains_the_assistant_turns_only(tmp_path: Path) -> None:
+    cfg = load_config(
+        ROOT / "configs/cpu_interactive.yaml",
+        ["model.backend=tiny", "data.envs=[support]", "data.tasks=null", f"output_dir={tmp_path}"],
+    )
+    model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft)
+    dataset = build_dataset(["support"], n=2, split="train", mode="interactive")
+    summary = sft_warmup(model, tokenizer, dataset, 4, cfg, build_grpo_config(cfg, [1.0]))
+    assert summary["steps"] == 4
+    assert summary["losses"][-1] < summary["losses"][0]
+    # The tokens TRL trains on (its training template's assistant mask) are the calls, never the
+    # prompt or the tool results.
+    import json
+
+    from trl.chat_template_utils import get_training_chat_template
+
+    example = heuristic_conversations(dataset)[0]
+    encoded = tokenizer.apply_chat_template(
+        example["messages"],
+        tools=json.loads(example["tools"]),
+        chat_template=get_training_chat_template(tokenizer),
+        return_assistant_tokens_mask=True,
+        return_dict=True,
+    )
+    ids, mask = encoded["input_ids"], encoded["assistant_masks"]
+    trained = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    calls = [m for m in example["messages"] if m["role"] == "assistant"]
+    assert trained.count("<tool_call>") == len(calls) > 0
+    results = [m["content"] for m in example["messages"] if m["role"] == "tool"]
+    assert not any(r.strip() and r.strip() in trained for r in results)
 
 
 def test_blind_plan_keeps_only_what_the_prompt_shows() -> None:
