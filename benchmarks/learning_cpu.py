@@ -8,8 +8,10 @@ The story, per mode (plan, then interactive):
 2. plan mode: run the format warm start (SFT on the honest heuristic's plans, train seeds only)
    inside ``pipeline.training.build_trainer`` and save that adapter as the "warm" stage; the
    interactive mode starts from that same adapter (``--interactive-warm plan``, the default: run
-   the plan mode first) or from scratch (``none``: untrained SmolLM2 never calls a tool, so every
-   GRPO reward is 0 and nothing is learned);
+   the plan mode first), from its own warm start (``sft``: ``--sft-steps`` SFT steps on the
+   heuristic's tool conversations; the plan adapter does not carry over to the interactive
+   prompt, but these conversations are ~6k tokens, slow on a CPU) or from scratch (``none``:
+   untrained SmolLM2 never calls a tool, so every GRPO reward is 0 and nothing is learned);
 3. GRPO for the configured steps on train seeds, save the adapter as the "grpo" stage;
 4. evaluate each stage on the same eval seeds, greedy decoding, and compare them with paired 95%
    bootstrap intervals (``pipeline.stats``).
@@ -102,17 +104,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="Smoke parameters (minutes)")
     parser.add_argument("--modes", default="plan,interactive", help="Comma list of modes")
     parser.add_argument("--episodes", type=int, default=None, help="Eval seeds per stage")
-    parser.add_argument("--sft-steps", type=int, default=None, help="Warm-start SFT steps (plan)")
+    parser.add_argument("--sft-steps", type=int, default=None, help="Warm-start SFT steps")
     parser.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps")
     parser.add_argument("--n-train", type=int, default=None, help="Training prompts (train seeds)")
     parser.add_argument("--plan-tokens", type=int, default=None, help="Tokens of a plan reply")
     parser.add_argument("--turn-tokens", type=int, default=None, help="Tokens of a turn reply")
     parser.add_argument(
         "--interactive-warm",
-        choices=("plan", "none"),
+        choices=("plan", "sft", "none"),
         default=None,
-        help="Interactive GRPO starts from the plan mode's warm adapter (<output-dir>/plan/warm) "
-        "or from the untrained model",
+        help="Interactive GRPO starts from the plan mode's warm adapter (<output-dir>/plan/warm), "
+        "from --sft-steps SFT steps on the heuristic's conversations, or from the untrained model",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/learning_cpu"))
@@ -252,7 +254,8 @@ def train_stages(
     else:
         tuned = FULL_INTERACTIVE
     cfg = load_config(CONFIGS[mode], overrides + tuned)
-    sft_steps = args.sft_steps if mode == "plan" else 0
+    own_warmup = mode == "plan" or args.interactive_warm == "sft"
+    sft_steps = args.sft_steps if own_warmup else 0
     start = time.perf_counter()
     bundle = build_trainer(cfg, sft_steps=sft_steps, init_adapter=warm_from)
     warm_seconds = time.perf_counter() - start
@@ -287,7 +290,7 @@ def train_stages(
 
 def plan_warm_adapter(args: argparse.Namespace) -> Path | None:
     """The plan mode's saved warm start that interactive GRPO starts from (None: from scratch)."""
-    if args.interactive_warm == "none":
+    if args.interactive_warm in ("none", "sft"):
         return None
     path = args.output_dir / "plan" / "warm"
     if not (path / "adapter_model.safetensors").is_file():
@@ -390,7 +393,7 @@ def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
 
 def warm_start_label(mode: str, args: dict[str, str]) -> str:
     """How a mode's run was warm-started, for its report line."""
-    if mode == "plan":
+    if mode == "plan" or args.get("interactive_warm") == "sft":
         return f"{args.get('sft_steps')} SFT steps"
     if args.get("interactive_warm", "none") == "plan":
         return "the plan mode's warm adapter (`plan/warm`)"

@@ -110,6 +110,12 @@ def test_interactive_starts_from_the_plan_warm_adapter_or_says_what_is_missing(t
     warm_args = {k: str(v) for k, v in vars(args).items()}
     assert "plan mode's warm adapter" in warm_start_label("interactive", warm_args)
     assert warm_start_label("plan", warm_args) == "40 SFT steps"
+    own = parse_args(
+        ["--output-dir", str(tmp_path), "--interactive-warm", "sft", "--sft-steps", "8"]
+    )
+    assert plan_warm_adapter(own) is None
+    own_args = {k: str(v) for k, v in vars(own).items()}
+    assert warm_start_label("interactive", own_args) == "8 SFT steps"
 
 
 def test_a_mode_report_rewrites_its_own_section_and_keeps_the_other_modes(
