@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,22 +83,28 @@ def blind_plan(plan: list[Any], visible: str) -> list[dict[str, Any]]:
     return kept
 
 
+def _heuristic_episodes(dataset: Any) -> Iterator[tuple[dict[str, Any], Any, Any]]:
+    """``(row, env, episode)``: the honest heuristic played on each training row's episode."""
+    from env.registry import make, policies
+    from env.rollout import play
+
+    envs: dict[str, Any] = {}
+    for row in dataset:
+        name = row["env"]
+        env = envs.setdefault(name, make(name))
+        policy = policies(name)["heuristic"](row["seed"])
+        yield row, env, play(env, policy, row["task"] or None, row["seed"])
+
+
 def heuristic_examples(dataset: Any) -> Any:
     """Prompt/completion rows: each training prompt with the heuristic's plan for its episode."""
     import datasets
 
-    from env.registry import make, policies
-    from env.rollout import play, replay
+    from env.rollout import replay
     from pipeline.prompts import render_completion
 
-    envs: dict[str, Any] = {}
     rows = []
-    for row in dataset:
-        name = row["env"]
-        env = envs.setdefault(name, make(name))
-        episode = play(
-            env, policies(name)["heuristic"](row["seed"]), row["task"] or None, row["seed"]
-        )
+    for row, env, episode in _heuristic_episodes(dataset):
         visible = "\n".join(m["content"] for m in row["prompt"])
         plan = blind_plan(episode.plan, visible)
         rows.append(
@@ -115,19 +122,11 @@ def heuristic_conversations(dataset: Any) -> Any:
     (``messages``) with the tool schemas TRL renders (``tools``, JSON)."""
     import datasets
 
-    from env.registry import make, policies
-    from env.rollout import play
     from pipeline.interactive import tool_schemas
     from pipeline.prompts import render_observation
 
-    envs: dict[str, Any] = {}
     rows = []
-    for row in dataset:
-        name = row["env"]
-        env = envs.setdefault(name, make(name))
-        episode = play(
-            env, policies(name)["heuristic"](row["seed"]), row["task"] or None, row["seed"]
-        )
+    for row, _, episode in _heuristic_episodes(dataset):
         *head, user = row["prompt"]
         opening = render_observation(episode.observations[0])
         messages = [*head, {**user, "content": user["content"] + opening}]
@@ -140,7 +139,7 @@ def heuristic_conversations(dataset: Any) -> Any:
             messages.append(
                 {"role": "tool", "name": action.tool, "content": render_observation(observation)}
             )
-        rows.append({"messages": messages, "tools": json.dumps(tool_schemas(name))})
+        rows.append({"messages": messages, "tools": json.dumps(tool_schemas(row["env"]))})
     return datasets.Dataset.from_list(rows)
 
 
