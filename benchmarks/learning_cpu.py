@@ -254,8 +254,7 @@ def train_stages(
     else:
         tuned = FULL_INTERACTIVE
     cfg = load_config(CONFIGS[mode], overrides + tuned)
-    own_warmup = mode == "plan" or args.interactive_warm == "sft"
-    sft_steps = args.sft_steps if own_warmup else 0
+    sft_steps = args.sft_steps if own_warm_start(mode, args.interactive_warm) else 0
     start = time.perf_counter()
     bundle = build_trainer(cfg, sft_steps=sft_steps, init_adapter=warm_from)
     warm_seconds = time.perf_counter() - start
@@ -288,9 +287,14 @@ def train_stages(
     }
 
 
+def own_warm_start(mode: str, interactive_warm: str | None) -> bool:
+    """Whether a mode's run trains its own SFT warm start (plan always; interactive with ``sft``)."""
+    return mode == "plan" or interactive_warm == "sft"
+
+
 def plan_warm_adapter(args: argparse.Namespace) -> Path | None:
     """The plan mode's saved warm start that interactive GRPO starts from (None: from scratch)."""
-    if args.interactive_warm in ("none", "sft"):
+    if args.interactive_warm != "plan":
         return None
     path = args.output_dir / "plan" / "warm"
     if not (path / "adapter_model.safetensors").is_file():
@@ -393,7 +397,7 @@ def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
 
 def warm_start_label(mode: str, args: dict[str, str]) -> str:
     """How a mode's run was warm-started, for its report line."""
-    if mode == "plan" or args.get("interactive_warm") == "sft":
+    if own_warm_start(mode, args.get("interactive_warm")):
         return f"{args.get('sft_steps')} SFT steps"
     if args.get("interactive_warm", "none") == "plan":
         return "the plan mode's warm adapter (`plan/warm`)"

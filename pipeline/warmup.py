@@ -125,7 +125,7 @@ def heuristic_conversations(dataset: Any) -> Any:
     from pipeline.interactive import tool_schemas
     from pipeline.prompts import render_observation
 
-    rows = []
+    rows, schemas = [], {}
     for row, _, episode in _heuristic_episodes(dataset):
         *head, user = row["prompt"]
         opening = render_observation(episode.observations[0])
@@ -139,7 +139,9 @@ def heuristic_conversations(dataset: Any) -> Any:
             messages.append(
                 {"role": "tool", "name": action.tool, "content": render_observation(observation)}
             )
-        rows.append({"messages": messages, "tools": json.dumps(tool_schemas(row["env"]))})
+        if row["env"] not in schemas:  # one env's schemas serve all its rows
+            schemas[row["env"]] = json.dumps(tool_schemas(row["env"]))
+        rows.append({"messages": messages, "tools": schemas[row["env"]]})
     return datasets.Dataset.from_list(rows)
 
 
