@@ -126,6 +126,12 @@ def _suffix_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
     return cache
 
 
+PREFILL_CHUNK = 256
+"""Suffix tokens encoded per forward pass before decoding starts. An interactive turn's suffix is
+the whole conversation so far (thousands of tokens); encoded at once for 16 rows, its attention
+scores alone take tens of GB (an interactive evaluation was OOM-killed at 24 GB). In chunks they
+take rows x heads x 256 x length floats; the cache and the result are the same."""
+
 COMPACT_BELOW = 0.75
 """A batch drops its finished rows once fewer than this share of them are still decoding: a
 finished row costs as much as a live one at every step, and a batch otherwise runs as long as its
@@ -227,6 +233,19 @@ def generate(
     return replies
 
 
+def _step(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
+    """One forward pass over new tokens: the last position's logits and the grown cache."""
+    result = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    return result.logits[:, -1], result.past_key_values
+
+
 def _decode_batch(
     model: Any,
     suffixes: list[list[int]],
@@ -260,17 +279,13 @@ def _decode_batch(
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     stops = torch.tensor(sorted(stop_ids), device=device)
     try:
-        for _ in range(max_new_tokens):
-            result = model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
+        for begin in range(0, width, PREFILL_CHUNK):
+            end = begin + PREFILL_CHUNK
+            logits, cache = _step(
+                model, ids[:, begin:end], mask[:, :end], positions[:, begin:end], cache
             )
-            cache = result.past_key_values
-            token = choose(result.logits[:, -1])
+        for _ in range(max_new_tokens):
+            token = choose(logits)
             stopped = torch.isin(token, stops)
             for i in (~done & (~stopped | keep_stop)).nonzero().flatten().tolist():
                 out[rows[i]].append(int(token[i]))
@@ -287,6 +302,7 @@ def _decode_batch(
                 rows = [rows[i] for i in live.tolist()]
                 ids, positions, mask, done = ids[live], positions[live], mask[live], done[live]
                 _keep_rows(cache, live)
+            logits, cache = _step(model, ids, mask, positions, cache)
     finally:
         if token_prefix is not None:
             _PREFIX.reset(token_prefix)

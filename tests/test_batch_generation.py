@@ -111,3 +111,21 @@ def test_finished_rows_leave_the_batch_and_the_rest_decode_unchanged() -> None:
         )
         assert early == [row[: lengths[i]] for i, row in enumerate(free)]
         assert free == [_one_by_one(model, p, 10, {-1}) for p in shared]
+
+
+def test_long_suffixes_prefilled_in_chunks_decode_like_one_by_one(monkeypatch) -> None:
+    """Interactive turns carry the whole conversation after the shared prefix: it is encoded a
+    chunk at a time (bounded attention memory), with the same replies as one pass."""
+    import pipeline.batch_generation as batch_generation
+
+    model, _ = _tiny()
+    rng = torch.Generator().manual_seed(3)
+    prefix = torch.randint(5, 1000, (20,), generator=rng).tolist()
+    prompts = [prefix + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (13, 6, 22)]
+    whole = generate(model, prompts, 8, {-1}, pad_id=7, batch_size=3)
+    monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)  # 22-token suffixes: 6 chunks
+    for shared in (prompts, [[21 + i, *p] for i, p in enumerate(prompts)]):  # cascade and plain
+        assert generate(model, shared, 8, {-1}, pad_id=7, batch_size=3) == [
+            _one_by_one(model, p, 8, {-1}) for p in shared
+        ]
+    assert generate(model, prompts, 8, {-1}, pad_id=7, batch_size=3) == whole
