@@ -130,7 +130,8 @@ PREFILL_CHUNK = 256
 """Suffix tokens encoded per forward pass before decoding starts. An interactive turn's suffix is
 the whole conversation so far (thousands of tokens); encoded at once for 16 rows, its attention
 scores alone take tens of GB (an interactive evaluation was OOM-killed at 24 GB). In chunks they
-take rows x heads x 256 x length floats; the cache and the result are the same."""
+take rows x heads x 256 x length floats. The replies are the same as from one pass
+(``tests/test_batch_generation.py``)."""
 
 COMPACT_BELOW = 0.75
 """A batch drops its finished rows once fewer than this share of them are still decoding: a
