@@ -116,7 +116,7 @@ def reload_check(cfg: Any, folder: Path) -> dict[str, Any]:
 
     from pipeline.model import load_model_and_tokenizer
 
-    base, tokenizer = load_model_and_tokenizer(cfg.model, None)
+    base, tokenizer = load_model_and_tokenizer(cfg.model, None, cfg.data.prompt_style)
     if cfg.peft.enabled:
         from peft import PeftModel
 
@@ -151,7 +151,7 @@ def finish(cfg: Any, result: Any, dry_run: bool, console: Any) -> int:
         from pipeline.hub import save_merged
         from pipeline.model import load_model_and_tokenizer
 
-        model, tokenizer = load_model_and_tokenizer(cfg.model, None)
+        model, tokenizer = load_model_and_tokenizer(cfg.model, None, cfg.data.prompt_style)
         from peft import PeftModel
 
         merged_dir = result.output_dir / "merged"

@@ -59,7 +59,9 @@ class GenerationSettings:
     plan_max_new_tokens: int = 1024
     """Tokens for the single plan-mode reply."""
     prompt_style: str = "full"
-    """Plan-mode tool list: "full" or "compact" (pipeline/prompts.py); match the training run's."""
+    """Tool list, "full" or "compact": of plan prompts (pipeline/prompts.py) and of a checkpoint's
+    qwen2_5 chat template in interactive mode (pipeline/chat_templates.py); match the training
+    run's."""
     max_idle_turns: int = 3
     """Replies without a call before the policy stops generating (the step limit then ends it)."""
     timeout_s: float = 60.0
@@ -231,10 +233,10 @@ class CheckpointBackend:
         else:
             model = AutoModelForCausalLM.from_pretrained(folder)
             tokenizer = AutoTokenizer.from_pretrained(folder)
-        if "tool_call" not in (tokenizer.chat_template or ""):
-            from pipeline.model import apply_tool_chat_template
+        from pipeline import chat_templates
 
-            apply_tool_chat_template(tokenizer)
+        if chat_templates.ours(tokenizer.chat_template):  # the run's style, not the saved one
+            chat_templates.apply_tool_chat_template(tokenizer, settings.prompt_style)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         stops = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}

@@ -131,7 +131,9 @@ class DataSection:
     mode: str = "plan"
     """plan (one completion = whole tool plan, replayed) | interactive (model sees tool results)."""
     prompt_style: str = "full"
-    """full | compact: plan-mode tool list with or without descriptions (pipeline/prompts.py)."""
+    """full | compact: tool list with descriptions or signatures only, in plan prompts
+    (pipeline/prompts.py) and in the qwen2_5 chat template of interactive ones
+    (pipeline/chat_templates.py)."""
 
 
 @dataclass

@@ -176,6 +176,7 @@ def evaluate(
         tasks=task_list,
         episodes_per_task=episodes,
         internal_errors=internal_errors,
+        settings=dict(settings or {}),  # the model's generation settings, for before/after
     )
     return {"summary": summary, "episodes": rows}
 

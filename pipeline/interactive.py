@@ -180,15 +180,24 @@ def add_environment_column(dataset: Any) -> Any:
     return dataset.add_column("environment", list(dataset["env"]))
 
 
+def _trl_order(specs: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """The specs in the order TRL lists the adapter's tools: ``inspect.getmembers``, by name.
+
+    Evaluation prompts and the interactive warm start render the same list, so a model meets the
+    tools in one order everywhere."""
+    return sorted(specs, key=lambda spec: spec.name)
+
+
 def tool_methods(adapter: EnvironmentAdapter) -> list[Callable[..., str]]:
-    """The bound methods TRL will expose as tools, in the environment's tool order."""
-    return [getattr(adapter, spec.name) for spec in adapter.env.tool_specs()]
+    """The bound methods TRL will expose as tools, in TRL's order."""
+    return [getattr(adapter, spec.name) for spec in _trl_order(adapter.env.tool_specs())]
 
 
 def tool_schemas(env_name: str) -> list[dict[str, Any]]:
     """The tool schemas TRL renders in an interactive prompt: ``get_json_schema`` of the env's
-    adapter methods, in the environment's tool order."""
+    adapter methods, in TRL's order."""
     from transformers.utils import get_json_schema
 
     cls = adapter_class(env_class(env_name))
-    return [get_json_schema(getattr(cls, spec.name)) for spec in env_class(env_name).tool_specs()]
+    specs = _trl_order(env_class(env_name).tool_specs())
+    return [get_json_schema(getattr(cls, spec.name)) for spec in specs]

@@ -11,7 +11,8 @@ Backends: ``cpu``/``transformers`` (full precision + optional PEFT LoRA), ``bnb4
 bitsandbytes, CUDA), ``unsloth`` (FastLanguageModel 4-bit + get_peft_model, CUDA; imported lazily
 only there because Unsloth raises without a GPU) and ``tiny`` (2 layers built in-process with the
 SmolLM2 tokenizer, for tests). Every tokenizer gets TRL's packaged ``qwen2_5.jinja`` chat template
-when asked, so TRL recognises tool calling (DESIGN.md, "Models and dependencies").
+when asked, so TRL recognises tool calling (DESIGN.md, "Models and dependencies"), or its variant
+with a compact tool list (``pipeline.chat_templates``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from pipeline.chat_templates import apply_tool_chat_template
 
 logger = logging.getLogger(__name__)
 
@@ -120,15 +123,6 @@ def smollm2_path(cache_dir: str | os.PathLike | None = None) -> Path:
     return target
 
 
-def apply_tool_chat_template(tokenizer: Any) -> Any:
-    """Give ``tokenizer`` TRL's packaged qwen2_5 chat template, which TRL recognises for tool
-    calling (``supports_tool_calling``) and can parse responses for (``add_response_schema``)."""
-    from trl.chat_template_utils import qwen2_5_chat_template
-
-    tokenizer.chat_template = qwen2_5_chat_template
-    return tokenizer
-
-
 def build_tiny_model(tokenizer: Any, seed: int = 0, hidden_size: int = 64) -> Any:
     """A 2-layer Llama-shaped causal LM with ``tokenizer``'s vocabulary, built in-process so tests
     never download weights; seeded so two builds are identical."""
@@ -187,10 +181,12 @@ def _lora_config(peft_cfg: Any) -> Any:
     )
 
 
-def _finish_tokenizer(tokenizer: Any, model_cfg: Any, model: Any | None) -> Any:
+def _finish_tokenizer(
+    tokenizer: Any, model_cfg: Any, model: Any | None, tool_style: str = "full"
+) -> Any:
     """Pad token, padding side and chat template shared by every backend."""
     if model_cfg.chat_template == "qwen2_5":
-        apply_tool_chat_template(tokenizer)
+        apply_tool_chat_template(tokenizer, tool_style)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
         if model is not None:
@@ -199,16 +195,19 @@ def _finish_tokenizer(tokenizer: Any, model_cfg: Any, model: Any | None) -> Any:
     return tokenizer
 
 
-def load_model_and_tokenizer(model_cfg: Any, peft_cfg: Any | None = None) -> tuple[Any, Any]:
+def load_model_and_tokenizer(
+    model_cfg: Any, peft_cfg: Any | None = None, tool_style: str = "full"
+) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for the configured backend; LoRA is applied when
     ``peft_cfg.enabled``. ``model_cfg``/``peft_cfg`` are the config's ``model``/``peft`` sections
-    (see pipeline/config.py)."""
+    (see pipeline/config.py); ``tool_style`` is the run's ``data.prompt_style``, which picks the
+    qwen2_5 template's tool list (``pipeline.chat_templates``)."""
     backend = model_cfg.backend
     if backend not in BACKENDS:
         raise ValueError(f"model.backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     use_lora = peft_cfg is not None and peft_cfg.enabled
     if backend == "unsloth":
-        return _load_unsloth(model_cfg, peft_cfg if use_lora else None)
+        return _load_unsloth(model_cfg, peft_cfg if use_lora else None, tool_style)
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -238,7 +237,7 @@ def load_model_and_tokenizer(model_cfg: Any, peft_cfg: Any | None = None) -> tup
             from peft import prepare_model_for_kbit_training
 
             model = prepare_model_for_kbit_training(model)
-    _finish_tokenizer(tokenizer, model_cfg, model)
+    _finish_tokenizer(tokenizer, model_cfg, model, tool_style)
     if use_lora:
         from peft import get_peft_model
 
@@ -276,7 +275,7 @@ def load_adapter_weights(model: Any, folder: str | os.PathLike) -> int:
     return len(weights)
 
 
-def _load_unsloth(model_cfg: Any, peft_cfg: Any | None) -> tuple[Any, Any]:
+def _load_unsloth(model_cfg: Any, peft_cfg: Any | None, tool_style: str) -> tuple[Any, Any]:
     """Unsloth FastLanguageModel in 4-bit + LoRA (CUDA only; the import itself needs a GPU)."""
     if not torch.cuda.is_available():
         raise RuntimeError(
@@ -302,5 +301,5 @@ def _load_unsloth(model_cfg: Any, peft_cfg: Any | None) -> tuple[Any, Any]:
             use_gradient_checkpointing="unsloth",
             random_state=model_cfg.seed,
         )
-    _finish_tokenizer(tokenizer, model_cfg, None)
+    _finish_tokenizer(tokenizer, model_cfg, None, tool_style)
     return model, tokenizer

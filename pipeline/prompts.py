@@ -28,8 +28,9 @@ MODES = ("plan", "interactive")
 PROMPT_STYLES = ("full", "compact")
 """``full`` lists each tool with its description and argument notes (~1.4k SmolLM2 tokens for
 AML); ``compact`` lists signatures only (~0.7k): on a CPU, decoding cost grows with the context
-(benchmarks/RESULTS.md, learning_cpu), so small-model CPU runs use it. Interactive prompts carry no
-tool list, so the style only changes plan-mode prompts."""
+(benchmarks/RESULTS.md, learning_cpu), so small-model CPU runs use it. Interactive prompts leave the
+tool list to the chat template: there the style picks the qwen2_5 template's variant
+(``pipeline.chat_templates``: JSON schemas or the same signature lines)."""
 
 _PLAN_FORMAT = (
     "## Output format\n"
@@ -93,7 +94,8 @@ def system_prompt(env_name: str, mode: str = "plan", style: str = "full") -> str
         env_name: A registered environment name (``env.names()``).
         mode: "plan" lists every tool and the ``<tool_call>`` format; "interactive" leaves the
             tool list to the chat template and asks for one call at a time.
-        style: "full" or "compact" tool list (``PROMPT_STYLES``; plan mode only).
+        style: "full" or "compact" tool list (``PROMPT_STYLES``; interactive prompts leave the
+            list to the chat template).
 
     Returns:
         The prompt text (cached: the same arguments always give the same string).

@@ -169,7 +169,7 @@ def build_trainer(
     funcs, weights = build_reward_functions(cfg.rewards.weights or None)
     funcs = [record_prompts(funcs[0], Path(cfg.output_dir) / PROMPT_LOG), *funcs[1:]]
     args = build_grpo_config(cfg, weights)
-    model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft)
+    model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft, cfg.data.prompt_style)
     if init_adapter is not None:
         from pipeline.model import load_adapter_weights
 

@@ -44,6 +44,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--png", type=Path, default=None, help="Write a chart with 95%% CIs")
     parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar")
     parser.add_argument(
+        "--prompt-style",
+        default=None,
+        choices=("full", "compact"),
+        help="checkpoint:/openai: policies: the tool list of the training run's prompts "
+        "(data.prompt_style; compact: tool signatures only); default full",
+    )
+    parser.add_argument(
         "--lockstep",
         type=int,
         default=0,
@@ -96,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         seed_offset=args.seed_offset,
         progress=not args.no_progress,
         mode=args.mode,
+        settings={"prompt_style": args.prompt_style} if args.prompt_style else None,
         lockstep=args.lockstep,
     )
     console = Console()

@@ -1,6 +1,7 @@
 """Interactive GRPO end to end: TRL's GRPOTrainer plays support episodes through the adapter.
 
-The model is the tiny 2-layer model with the SmolLM2 tokenizer and TRL's qwen2_5 template; only its
+The model is the tiny 2-layer model with the SmolLM2 tokenizer and TRL's qwen2_5 template (and its
+compact-tool variant, which TRL does not know by name: pipeline/chat_templates.py); only its
 ``generate`` is scripted (it writes fixed tool calls chosen from the prompt), everything else is
 TRL's real loop: tool-call parsing, tool execution, result tokens appended, rewards, loss masks.
 Episode A follows the oracle's calls to a decision; episode B investigates and then stops without
@@ -18,7 +19,7 @@ import torch
 import env
 from env.rollout import play
 from pipeline.dataset import build_dataset
-from pipeline.interactive import environment_factory
+from pipeline.interactive import environment_factory, tool_schemas
 from pipeline.prompts import render_observation
 from rewards import build_reward_functions
 
@@ -30,15 +31,16 @@ def _call(action) -> str:
     return f"<tool_call>\n{payload}\n</tool_call>"
 
 
-@pytest.fixture(scope="module")
-def run():
+@pytest.fixture(scope="module", params=["full", "compact"])
+def run(request):
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     from pipeline.model import apply_tool_chat_template, build_tiny_model, smollm2_path
 
-    tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()))
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_path())
+    tokenizer = apply_tool_chat_template(tokenizer, request.param)
     tokenizer.padding_side = "left"
     model = build_tiny_model(tokenizer)
     dataset = build_dataset("support", ["easy"], n=2, mode="interactive")
@@ -109,6 +111,7 @@ def run():
         "seed_of": seed_of,
         "log": trainer.state.log_history[0],
         "decided": int(dataset[0]["seed"]),
+        "style": request.param,
     }
 
 
@@ -161,3 +164,17 @@ def test_tool_result_tokens_are_masked_out_of_the_loss(run):
         assert masked.count("<tool_response>") == len(results)
         for observation in results:
             assert render_observation(observation) in masked
+
+
+def test_prompts_list_the_tools_in_the_template_style(run):
+    batch, tokenizer = run["batch"], run["tokenizer"]
+    prompt = tokenizer.decode(batch["prompt_ids"][0], skip_special_tokens=False)
+    tools = prompt.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0].splitlines()
+    names = sorted(s.name for s in env.env_class("support").tool_specs())  # TRL's order
+    # evaluation and the warm start render the list TRL renders
+    assert [schema["function"]["name"] for schema in tool_schemas("support")] == names
+    assert len(tools) == len(names)
+    if run["style"] == "compact":
+        assert [line.split("(")[0] for line in tools] == [f"- {n}" for n in names]
+    else:
+        assert [json.loads(line)["function"]["name"] for line in tools] == names

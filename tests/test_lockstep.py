@@ -95,3 +95,18 @@ def test_evaluate_cli_plays_checkpoints_in_lockstep(checkpoint, tmp_path) -> Non
     )
     assert [r["steps"] for r in rows] == [r["steps"] for r in alone["episodes"]]
     assert [r["seed"] for r in rows] == [r["seed"] for r in alone["episodes"]]
+    assert (
+        main(
+            [
+                *argv,
+                "--policy",
+                f"checkpoint:{checkpoint}",
+                "--prompt-style",
+                "compact",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(out.read_text())["summary"]["settings"] == {"prompt_style": "compact"}
