@@ -83,8 +83,9 @@ FULL_INTERACTIVE = [
 cpu_interactive.yaml's 3072 one rambling first turn of a group costs ~9 minutes on 2 cores. Rate
 and temperature as in plan mode: GRPO starts from the same warm adapter."""
 PROMPT_STYLE = "compact"
-"""Signature-only tool list (~0.9k prompt tokens instead of ~1.6k): decoding on this CPU is bound
-by reading weights and KV cache, so the shorter context makes every stage about twice as fast."""
+"""Signature-only tool list (plan prompts ~0.9k tokens instead of ~1.6k; in interactive prompts the
+chat template's list, ~0.5k instead of ~2.0k): decoding on this CPU is bound by reading weights and
+KV cache, so the shorter context makes every stage about twice as fast."""
 LOCKSTEP_BATCH = 32
 """Interactive evaluation plays every episode at once and decodes each turn's replies in batches
 of 32 (``pipeline.lockstep``): one by one, untrained SmolLM2 took ~51 s an episode (its three
@@ -219,6 +220,7 @@ def evaluate_stage(path: Path, mode: str, args: argparse.Namespace) -> dict[str,
         "plan_max_new_tokens": args.plan_tokens,
         "max_new_tokens": args.turn_tokens,
         "max_idle_turns": IDLE_TURNS,
+        "prompt_style": PROMPT_STYLE,  # the tool list the training run's template renders
     }
     return evaluate_checkpoint(path, mode, args.episodes, settings)
 
