@@ -13,9 +13,11 @@ scripted policies, so a model is scored on exactly the episodes and grades they 
 - ``plan``: one completion from the plan-mode prompt holds the whole plan; its calls are replayed.
 
 A reply with no readable call is played as the pseudo-tool ``no_tool_call``: the environment answers
-with an unknown-tool error, which is fed back as a user message, and after
-``max_idle_turns`` such turns the policy stops generating and the step limit ends the episode, so
-a silent model still finishes (undecided, no decision credit).
+with an unknown-tool error, which is fed back as a user message. A turn is idle when none of its
+calls ran (no call, or only calls the environment rejected: unknown tools, invalid arguments); after
+``max_idle_turns`` idle turns in a row the policy stops generating and the step limit ends the
+episode, so a silent or stuck model still finishes (undecided, no decision credit) without
+decoding a reply for every step left.
 
 Backends: ``checkpoint:`` loads a local model folder, or a PEFT adapter folder, with
 transformers/PEFT and decodes greedily (temperature 0) or samples from a ``torch.Generator``
@@ -63,7 +65,8 @@ class GenerationSettings:
     qwen2_5 chat template in interactive mode (pipeline/chat_templates.py); match the training
     run's."""
     max_idle_turns: int = 3
-    """Replies without a call before the policy stops generating (the step limit then ends it)."""
+    """Replies in a row none of whose calls ran (no call, or only rejected ones) before the policy
+    stops generating (the step limit then ends the episode)."""
     timeout_s: float = 60.0
     """OpenAI backend: seconds per request."""
     max_retries: int = 3
@@ -118,16 +121,19 @@ class ModelPolicy:
         self.messages.append({"role": "user", "content": opening})
         self.queue, self.pending, self.idle_turns, self.turns = [], [], 0, 0
         if self.mode == "plan":
-            self._reply(plan=True)
+            self._reply()
 
     def act(self, observation: ToolObservation) -> ToolCallAction:
         """The next call: from the queue, else (interactive) from a new reply to the results."""
         if self.pending:
             self.pending[-1]["observation"] = observation
         if not self.queue and self.mode == "interactive":
+            if self.pending:  # the last reply's calls have all been played
+                ran = any(not call["observation"].error for call in self.pending)
+                self.idle_turns = 0 if ran else self.idle_turns + 1
             self._feed_results()
             if self.idle_turns < self.settings.max_idle_turns:
-                self._reply(plan=False)
+                self._reply()
         call = self.queue.pop(0) if self.queue else {"tool": NO_CALL, "arguments": {}}
         self.pending.append(call)
         return ToolCallAction(tool=call["tool"], arguments=call["arguments"])
@@ -137,7 +143,7 @@ class ModelPolicy:
     def _tools(self) -> list[dict[str, Any]] | None:
         return self.backend.tool_schemas(self.env_name) if self.mode == "interactive" else None
 
-    def _reply(self, plan: bool) -> None:
+    def _reply(self) -> None:
         message = self.backend.complete(self.messages, self._tools(), self.seed + self.turns)
         self.turns += 1
         if message is None:  # context full: stop generating, let the step limit end it
@@ -145,8 +151,6 @@ class ModelPolicy:
             return
         self.messages.append(message)
         self.queue = _calls_of(message)
-        if not plan:
-            self.idle_turns = 0 if self.queue else self.idle_turns + 1
 
     def _feed_results(self) -> None:
         """Append the results of the calls played since the last reply."""

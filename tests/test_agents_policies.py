@@ -99,6 +99,29 @@ def test_a_model_without_calls_gets_told_and_the_step_limit_ends_the_episode():
     )
 
 
+def test_a_model_stuck_on_rejected_calls_stops_after_its_idle_turns():
+    bad = '<tool_call>{"name": "fetch_user_data", "arguments": {"customer_id": {"type": "string"}}}</tool_call>'
+    unknown = '<tool_call>{"name": "refund_everything", "arguments": {}}</tool_call>'
+    backend = ScriptedBackend([bad, unknown, bad, unknown])
+    settings = GenerationSettings(max_idle_turns=2)
+    policy = ModelPolicy(backend, "support", "interactive", 0, settings)
+    episode = play(env.make("support", max_steps=6), policy, TASK, SEED)
+    assert episode.report.steps == 6 and not episode.report.decision_reached
+    assert len(backend.seen) == 2  # two turns in a row ran nothing: it stops generating
+    assert "invalid arguments" in episode.observations[1].error
+    assert "unknown tool" in episode.observations[2].error
+
+
+def test_a_turn_whose_call_ran_resets_the_idle_count(oracle):
+    first = oracle.actions[0]
+    good = _tagged([first])
+    backend = ScriptedBackend(["Hello!", good, "Hmm.", good, "Still?", "No."])
+    settings = GenerationSettings(max_idle_turns=2)
+    policy = ModelPolicy(backend, "support", "interactive", 0, settings)
+    play(env.make("support", max_steps=8), policy, TASK, SEED)
+    assert len(backend.seen) == 6  # idle, ran, idle, ran, idle, idle: then it stops
+
+
 # ----- checkpoints ---------------------------------------------------------------------------
 
 
