@@ -8,11 +8,11 @@ import pytest
 from transformers import AutoTokenizer
 
 import env
-from env.rollout import play
 from pipeline.chat_templates import apply_tool_chat_template, compact_template, ours
+from pipeline.dataset import build_dataset
 from pipeline.interactive import tool_schemas
 from pipeline.model import smollm2_path
-from pipeline.prompts import render_observation, system_prompt
+from pipeline.warmup import heuristic_conversations
 
 
 @pytest.fixture(scope="module")
@@ -23,23 +23,9 @@ def tokenizers():
 
 
 def _conversation() -> list[dict]:
-    """An AML episode of the heuristic as the tool conversation TRL holds."""
-    aml = env.make("aml")
-    episode = play(aml, env.policies("aml")["heuristic"](0), "easy", 11)
-    messages = [
-        {"role": "system", "content": system_prompt("aml", "interactive")},
-        {"role": "user", "content": render_observation(episode.observations[0])},
-    ]
-    for action, observation in zip(episode.actions, episode.observations[1:], strict=True):
-        call = {
-            "type": "function",
-            "function": {"name": action.tool, "arguments": action.arguments},
-        }
-        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        messages.append(
-            {"role": "tool", "name": action.tool, "content": render_observation(observation)}
-        )
-    return messages
+    """An AML-easy training episode of the heuristic as the tool conversation TRL holds."""
+    rows = build_dataset(["aml"], ["easy"], n=1, split="train", mode="interactive")
+    return heuristic_conversations(rows)[0]["messages"]
 
 
 def _tool_block(text: str) -> str:
