@@ -22,7 +22,6 @@ arguments appear in the prompt, and free text with unseen ids taken out.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Iterator
@@ -117,11 +116,13 @@ def heuristic_examples(dataset: Any) -> Any:
     return datasets.Dataset.from_list(rows)
 
 
-def heuristic_conversations(dataset: Any) -> Any:
+def heuristic_conversations(dataset: Any) -> list[dict[str, Any]]:
     """Interactive rows: each training prompt's heuristic episode as a tool-calling conversation
-    (``messages``) with the tool schemas TRL renders (``tools``, JSON)."""
-    import datasets
+    (``messages``) with the tool schemas TRL renders (``tools``).
 
+    Plain Python, not a ``datasets.Dataset``: Arrow stores every call's ``arguments`` under one
+    struct type, the union of all tools' keys, so each rendered call would carry every other tool's
+    arguments as ``null`` (~130 tokens a call instead of ~30, and calls the environment rejects)."""
     from pipeline.interactive import tool_schemas
     from pipeline.prompts import render_observation
 
@@ -133,16 +134,37 @@ def heuristic_conversations(dataset: Any) -> Any:
         for action, observation in zip(episode.actions, episode.observations[1:], strict=True):
             call = {
                 "type": "function",
-                "function": {"name": action.tool, "arguments": action.arguments},
+                "function": {"name": action.tool, "arguments": dict(action.arguments)},
             }
             messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
             messages.append(
                 {"role": "tool", "name": action.tool, "content": render_observation(observation)}
             )
         if row["env"] not in schemas:  # one env's schemas serve all its rows
-            schemas[row["env"]] = json.dumps(tool_schemas(row["env"]))
+            schemas[row["env"]] = tool_schemas(row["env"])
         rows.append({"messages": messages, "tools": schemas[row["env"]]})
-    return datasets.Dataset.from_list(rows)
+    return rows
+
+
+def tokenize_conversations(conversations: list[dict[str, Any]], tokenizer: Any) -> Any:
+    """``input_ids`` and ``assistant_masks`` of each conversation under the training chat template
+    TRL's SFTTrainer would use; SFTTrainer turns the mask into labels (loss on the calls only)."""
+    import datasets
+    from trl.chat_template_utils import get_training_chat_template
+
+    template = get_training_chat_template(tokenizer)
+    columns: dict[str, list[list[int]]] = {"input_ids": [], "assistant_masks": []}
+    for row in conversations:
+        encoded = tokenizer.apply_chat_template(
+            row["messages"],
+            tools=row["tools"],
+            chat_template=template,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
+        )
+        columns["input_ids"].append(list(encoded["input_ids"]))
+        columns["assistant_masks"].append(list(encoded["assistant_masks"]))
+    return datasets.Dataset.from_dict(columns)
 
 
 def sft_warmup(
@@ -156,7 +178,7 @@ def sft_warmup(
 
     interactive = cfg.data.mode == "interactive"
     if interactive:
-        examples = heuristic_conversations(dataset)
+        examples = tokenize_conversations(heuristic_conversations(dataset), tokenizer)
     else:
         examples = heuristic_examples(dataset).remove_columns("grade")
     t = cfg.training
@@ -171,7 +193,8 @@ def sft_warmup(
         report_to=[],
         seed=t.get("seed", 42),
         completion_only_loss=not interactive,
-        assistant_only_loss=interactive,
+        # Interactive examples arrive tokenized; their assistant_masks column becomes the labels.
+        assistant_only_loss=False,
         max_length=None,  # AML prompts are ~1.5k tokens (interactive ~2.4k): never cut them off
         use_cpu=cfg.model.backend in ("cpu", "tiny"),
         bf16=grpo_args.bf16,

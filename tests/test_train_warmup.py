@@ -17,6 +17,7 @@ from pipeline.warmup import (
     heuristic_conversations,
     heuristic_examples,
     sft_warmup,
+    tokenize_conversations,
 )
 from rewards import parse_tool_calls
 
@@ -51,8 +52,6 @@ def test_sft_warmup_runs_the_requested_steps_and_lowers_the_loss(tmp_path: Path)
 def test_interactive_warmup_is_the_heuristic_episode_as_a_tool_conversation() -> None:
     """The conversation TRL's environment_factory would hold: opening appended to the prompt,
     one call per assistant turn, each result as the tool message the adapter returns."""
-    import json
-
     from pipeline.interactive import environment_factory, tool_schemas
 
     prompts = build_dataset(["aml"], ["easy"], n=2, split="train", mode="interactive")
@@ -67,10 +66,10 @@ def test_interactive_warmup_is_the_heuristic_episode_as_a_tool_conversation() ->
         for call_turn, result in zip(turns[::2], turns[1::2], strict=True):
             (call,) = call_turn["tool_calls"]
             name, arguments = call["function"]["name"], call["function"]["arguments"]
-            arguments = {k: v for k, v in arguments.items() if v is not None}
+            assert None not in arguments.values(), "only the call's own arguments"
             assert result["content"] == getattr(adapter, name)(**arguments)
         assert adapter.env.report().decision_reached
-        assert json.loads(example["tools"]) == tool_schemas("aml")
+        assert example["tools"] == tool_schemas("aml")
 
 
 def test_interactive_sft_warmup_trains_the_assistant_turns_only(tmp_path: Path) -> None:
@@ -83,26 +82,48 @@ def test_interactive_sft_warmup_trains_the_assistant_turns_only(tmp_path: Path) 
     summary = sft_warmup(model, tokenizer, dataset, 4, cfg, build_grpo_config(cfg, [1.0]))
     assert summary["steps"] == 4
     assert summary["losses"][-1] < summary["losses"][0]
-    # The tokens TRL trains on (its training template's assistant mask) are the calls, never the
-    # prompt or the tool results.
-    import json
-
-    from trl.chat_template_utils import get_training_chat_template
-
-    example = heuristic_conversations(dataset)[0]
-    encoded = tokenizer.apply_chat_template(
-        example["messages"],
-        tools=json.loads(example["tools"]),
-        chat_template=get_training_chat_template(tokenizer),
-        return_assistant_tokens_mask=True,
-        return_dict=True,
-    )
+    # The tokens SFT trains on (the training template's assistant mask) are the heuristic's calls
+    # exactly as it made them, never the prompt or the tool results.
+    conversation = heuristic_conversations(dataset)[0]
+    (encoded,) = tokenize_conversations([conversation], tokenizer)
     ids, mask = encoded["input_ids"], encoded["assistant_masks"]
     trained = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
-    calls = [m for m in example["messages"] if m["role"] == "assistant"]
-    assert trained.count("<tool_call>") == len(calls) > 0
-    results = [m["content"] for m in example["messages"] if m["role"] == "tool"]
+    calls = [
+        {
+            "tool": m["tool_calls"][0]["function"]["name"],
+            "arguments": m["tool_calls"][0]["function"]["arguments"],
+        }
+        for m in conversation["messages"]
+        if m["role"] == "assistant"
+    ]
+    assert parse_tool_calls(trained).calls == calls
+    results = [m["content"] for m in conversation["messages"] if m["role"] == "tool"]
     assert not any(r.strip() and r.strip() in trained for r in results)
+
+
+def test_interactive_sft_examples_carry_no_other_tools_arguments() -> None:
+    """Arrow would store all calls' arguments under one struct of every tool's keys (null where
+    absent); the tokenized AML examples must render each call with its own arguments only."""
+    from transformers import AutoTokenizer
+
+    from pipeline.chat_templates import apply_tool_chat_template
+    from pipeline.model import smollm2_path
+
+    tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()), "compact")
+    prompts = build_dataset(["aml"], ["easy"], n=2, split="train", mode="interactive")
+    conversations = heuristic_conversations(prompts)
+    examples = tokenize_conversations(conversations, tokenizer)
+    for conversation, example in zip(conversations, examples, strict=True):
+        ids = [
+            t for t, m in zip(example["input_ids"], example["assistant_masks"], strict=True) if m
+        ]
+        trained = tokenizer.decode(ids)
+        assert "null" not in trained
+        actions = [m["tool_calls"][0]["function"] for m in conversation["messages"][2::2]]
+        assert parse_tool_calls(trained).calls == [
+            {"tool": a["name"], "arguments": a["arguments"]} for a in actions
+        ]
+        assert len(ids) < 60 * len(actions), "a call costs tens of tokens, not hundreds"
 
 
 def test_blind_plan_keeps_only_what_the_prompt_shows() -> None:
