@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
+from pipeline.row_cache import RowKV, SharedPrefix, capture, preload
+
 GQA_ATTENTION = "sdpa_gqa"
 _PREFIX: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("shared_prefix_kv", default=None)
 """Keys and values of the shared prefix per layer ([1, kv_heads, P, dim]) while decoding."""
@@ -84,7 +86,7 @@ def register_gqa_attention() -> str:
     return GQA_ATTENTION
 
 
-def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
+def common_prefix(rows: Sequence[Sequence[int]]) -> int:
     """Length of the token prefix every row shares, leaving each row at least one token."""
     shortest = min(len(r) for r in rows)
     n = 0
@@ -184,6 +186,9 @@ def generate(
     choose: Callable[[Any], Any] = greedy_choice,
     keep_stop: bool = False,
     finished: Callable[[list[int]], bool] | None = None,
+    prefix: SharedPrefix | None = None,
+    resume: Sequence[RowKV | None] | None = None,
+    states: list[RowKV] | None = None,
 ) -> list[list[int]]:
     """Continuations of token-id ``prompts``, in order.
 
@@ -198,6 +203,12 @@ def generate(
         keep_stop: Keep the stop token that ended a reply (a GRPO completion is trained to end).
         finished: ``finished(reply_so_far)`` ends a reply early (an evaluation stops at the
             decision, whose replay ignores anything after it).
+        prefix: The shared prefix to decode after (``encode_prefix``; every prompt starts with
+            it), instead of the prompts' longest common prefix encoded anew.
+        resume: Per prompt, the keys and values its previous turn left (``pipeline.row_cache``)
+            or None; a batch whose rows all have one encodes only what is new. Needs ``prefix``.
+        states: If a list, each prompt's ``RowKV`` (prompt and reply after the prefix) is
+            appended to it, in order, for the next turn's ``resume``. Needs ``prefix``.
     """
     import torch
 
@@ -205,33 +216,51 @@ def generate(
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     previous = base.config._attn_implementation
     base.set_attn_implementation(GQA_ATTENTION)
-    device = next(model.parameters()).device
-    shared = _common_prefix(prompts)
+    if prefix is None and (resume is not None or states is not None):
+        raise ValueError("resume and states need a fixed shared prefix")
     replies: list[list[int]] = []
     try:
         with torch.no_grad():
-            prefix_cache = None
-            if shared:
-                prefix = torch.tensor([list(prompts[0][:shared])], device=device)
-                prefix_cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
-                prefix_cache = prefix_cache.past_key_values
+            if prefix is None:
+                shared = common_prefix(prompts)
+                prefix = encode_prefix(model, list(prompts[0][:shared])) if shared else None
+            elif not all(prefix.starts(p) for p in prompts):
+                raise ValueError("every prompt must start with the shared prefix")
+            shared = len(prefix.ids) if prefix else 0
             for start in range(0, len(prompts), batch_size):
                 batch = [list(p[shared:]) for p in prompts[start : start + batch_size]]
-                replies += _decode_batch(
+                out, kept = _decode_batch(
                     model,
                     batch,
                     shared,
-                    prefix_cache,
+                    prefix.cache if prefix else None,
                     max_new_tokens,
                     stop_ids,
                     pad_id,
                     choose,
                     keep_stop,
                     finished,
+                    resume[start : start + batch_size] if resume is not None else None,
+                    states is not None,
                 )
+                replies += out
+                if states is not None:
+                    states += kept
     finally:
         base.set_attn_implementation(previous)
     return replies
+
+
+def encode_prefix(model: Any, ids: list[int]) -> SharedPrefix:
+    """Encode the tokens every prompt starts with, once, for ``generate(prefix=...)``."""
+    import torch
+
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        result = model(
+            input_ids=torch.tensor([ids], device=device), use_cache=True, logits_to_keep=1
+        )
+    return SharedPrefix(list(ids), result.past_key_values)
 
 
 def _step(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
@@ -258,8 +287,11 @@ def _decode_batch(
     choose: Callable[[Any], Any],
     keep_stop: bool,
     finished: Callable[[list[int]], bool] | None,
-) -> list[list[int]]:
-    """Left-pad the suffixes after the shared prefix and decode them together."""
+    resume: Sequence[RowKV | None] | None = None,
+    keep_states: bool = False,
+) -> tuple[list[list[int]], list[RowKV]]:
+    """Left-pad the suffixes after the shared prefix and decode them together; with
+    ``keep_states``, also return each row's keys and values (suffix and reply) for its next turn."""
     import torch
 
     device = next(model.parameters()).device
@@ -271,16 +303,28 @@ def _decode_batch(
         ids[row, width - len(suffix) :] = torch.tensor(suffix, device=device)
         mask[row, width - len(suffix) :] = 1
     positions = shared + (mask.cumsum(-1) - 1).clamp(min=0)
-    cache, token_prefix = None, None
+    offsets = [width - len(s) for s in suffixes]
+    cache, token_prefix, encoded_from = None, None, 0
     if prefix_cache is not None:
         cache = _suffix_cache(prefix_cache, batch, width + max_new_tokens)
         token_prefix = _PREFIX.set([(layer.keys, layer.values) for layer in prefix_cache.layers])
+        if resume is not None and all(r is not None for r in resume):
+            reuse = [r.reusable(s) for r, s in zip(resume, suffixes, strict=True)]
+            encoded_from = preload(cache, resume, reuse, offsets)
     out: list[list[int]] = [[] for _ in suffixes]
     rows = list(range(batch))  # the reply each decoding row writes to
+    fed = [0] * batch  # reply tokens of each row whose keys and values are in the cache
+    kept: dict[int, RowKV] = {}
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     stops = torch.tensor(sorted(stop_ids), device=device)
+
+    def keep(index: int, row: int) -> None:  # batch index -> this row's RowKV
+        if keep_states and cache is not None:
+            held = suffixes[row] + out[row][: fed[row]]
+            kept[row] = capture(cache, index, held, offsets[row])
+
     try:
-        for begin in range(0, width, PREFILL_CHUNK):
+        for begin in range(encoded_from, width, PREFILL_CHUNK):
             end = begin + PREFILL_CHUNK
             logits, cache = _step(
                 model, ids[:, begin:end], mask[:, :end], positions[:, begin:end], cache
@@ -300,11 +344,17 @@ def _decode_batch(
             mask = torch.cat([mask, mask.new_ones((len(rows), 1))], -1)
             live = (~done).nonzero().flatten()
             if len(live) < COMPACT_BELOW * len(rows):
+                for index in done.nonzero().flatten().tolist():
+                    keep(index, rows[index])
                 rows = [rows[i] for i in live.tolist()]
                 ids, positions, mask, done = ids[live], positions[live], mask[live], done[live]
                 _keep_rows(cache, live)
             logits, cache = _step(model, ids, mask, positions, cache)
+            for row in rows:
+                fed[row] = min(fed[row] + 1, len(out[row]))  # a finished row's extra tokens: no
+        for index, row in enumerate(rows):
+            keep(index, row)
     finally:
         if token_prefix is not None:
             _PREFIX.reset(token_prefix)
-    return out
+    return out, [kept[row] for row in sorted(kept)]

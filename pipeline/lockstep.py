@@ -8,6 +8,10 @@ live episode asks for a reply (or has finished) and answers them all with one ba
 ``pipeline.batch_generation.generate``: the system prompt and tool schemas are encoded once, the
 rows are decoded together. Greedy decoding of a row does not depend on its batch, so the episodes
 are the ones sequential play gives (tests compare them).
+
+Each episode's keys and values are kept from one turn to the next (``pipeline.row_cache``), so a
+turn encodes only the reply and tool result it adds, not the whole conversation again: by the
+tenth AML turn a conversation is ~4k tokens, of which ~400 are new.
 """
 
 from __future__ import annotations
@@ -19,12 +23,19 @@ from typing import Any
 
 import env as registry
 from env.rollout import Episode, play
+from pipeline.row_cache import RowKV, SharedPrefix
+
+ROW_CACHE_BYTES = 6 * 2**30
+"""Keys and values kept for the episodes' next turns, at most (SmolLM2-135M: ~46 kB a token, so
+~130k tokens: 16 AML episodes whole, or 100 for their first few turns). Past it, an episode's turn
+re-encodes what its last kept cache does not cover."""
 
 
 @dataclass
 class _Request:
     ids: list[int]
     budget: int
+    episode: int = field(default_factory=threading.get_ident)
     reply: list[int] = field(default_factory=list)
     done: bool = False
     error: BaseException | None = None
@@ -41,6 +52,8 @@ class LockstepBackend:
         self._turn = threading.Condition()
         self._players = players
         self._waiting: list[_Request] = []
+        self._prefix: SharedPrefix | None = None
+        self._rows: dict[int, RowKV] = {}  # episode thread -> its conversation's keys and values
 
     def tool_schemas(self, env_name: str) -> list[dict[str, Any]]:
         return self.backend.tool_schemas(env_name)
@@ -66,6 +79,7 @@ class LockstepBackend:
         """An episode ended: the others no longer wait for it."""
         with self._turn:
             self._players -= 1
+            self._rows.pop(threading.get_ident(), None)
             self._decode_when_all_wait()
 
     def _decode_when_all_wait(self) -> None:
@@ -78,14 +92,21 @@ class LockstepBackend:
         tokenizer = self.backend.tokenizer
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         try:
+            prompts = [r.ids for r in batch]
+            prefix = self._shared_prefix(prompts)
+            states: list[RowKV] | None = [] if prefix is not None else None
             replies = generate(
                 self.backend.model,
-                [r.ids for r in batch],
+                prompts,
                 max(r.budget for r in batch),
                 self.backend.stop_ids,
                 pad,
                 self.batch_size,
+                prefix=prefix,
+                resume=[self._rows.get(r.episode) for r in batch] if prefix else None,
+                states=states,
             )
+            self._keep(batch, states or [])
             for request, reply in zip(batch, replies, strict=True):
                 request.reply = reply[: request.budget]  # greedy: the shorter budget's prefix
         except Exception as error:  # every waiting episode re-raises it in its own thread
@@ -94,6 +115,28 @@ class LockstepBackend:
         for request in batch:
             request.done = True
         self._turn.notify_all()
+
+    def _shared_prefix(self, prompts: list[list[int]]) -> SharedPrefix | None:
+        """The first batch's common prefix (the system prompt and tools), encoded once; None when
+        a prompt does not start with it (then the batch is decoded without kept caches)."""
+        from pipeline.batch_generation import common_prefix, encode_prefix
+
+        if self._prefix is None:
+            shared = common_prefix(prompts)
+            if not shared:
+                return None
+            self._prefix = encode_prefix(self.backend.model, prompts[0][:shared])
+        return self._prefix if all(self._prefix.starts(p) for p in prompts) else None
+
+    def _keep(self, batch: list[_Request], states: list[RowKV]) -> None:
+        """Keep each episode's newest keys and values while they fit ``ROW_CACHE_BYTES``."""
+        for request, state in zip(batch, states, strict=True):
+            old = self._rows.pop(request.episode, None)
+            held = sum(r.nbytes for r in self._rows.values())
+            if held + state.nbytes <= ROW_CACHE_BYTES:
+                self._rows[request.episode] = state
+            elif old is not None:  # still covers the start of the next turn
+                self._rows[request.episode] = old
 
 
 def play_lockstep(

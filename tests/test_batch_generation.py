@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoTokenizer
 
@@ -129,3 +130,62 @@ def test_long_suffixes_prefilled_in_chunks_decode_like_one_by_one(monkeypatch) -
             _one_by_one(model, p, 8, {-1}) for p in shared
         ]
     assert generate(model, prompts, 8, {-1}, pad_id=7, batch_size=3) == whole
+
+
+def _encoded_columns(model) -> tuple[list[int], object]:
+    """Count the token columns each forward pass encodes (prefill chunks and decoding steps)."""
+    columns: list[int] = []
+    handle = model.register_forward_pre_hook(
+        lambda _m, _a, kwargs: columns.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    return columns, handle
+
+
+def test_a_turn_resumed_from_kept_keys_and_values_decodes_the_same_and_encodes_only_what_is_new(
+    monkeypatch,
+) -> None:
+    """Interactive turns: the second turn's prompt is the first turn's prompt, its reply and a
+    new message; kept keys and values give the same replies as encoding it all again."""
+    import pipeline.batch_generation as batch_generation
+    from pipeline.batch_generation import encode_prefix
+
+    monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
+    model, _ = _tiny()
+    rng = torch.Generator().manual_seed(4)
+    head = torch.randint(5, 1000, (24,), generator=rng).tolist()
+    first = [head + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (9, 3, 14)]
+    prefix = encode_prefix(model, head)
+    states: list = []
+    replies = generate(model, first, 6, {-1}, pad_id=7, batch_size=3, prefix=prefix, states=states)
+    assert [s.ids for s in states] == [p[24:] + r for p, r in zip(first, replies, strict=True)]
+    # The next turn: the reply re-tokenized differently at its end, then a tool result.
+    second = [
+        p + r[:-1] + torch.randint(5, 1000, (k,), generator=rng).tolist()
+        for p, r, k in zip(first, replies, (5, 8, 2), strict=True)
+    ]
+    columns, handle = _encoded_columns(model)
+    try:
+        resumed = generate(
+            model, second, 6, {-1}, pad_id=7, batch_size=3, prefix=prefix, resume=states
+        )
+        prefill = sum(columns[: len(columns) - 6])  # the last 6 passes decode one token each
+        columns.clear()
+        again = generate(model, second, 6, {-1}, pad_id=7, batch_size=3, prefix=prefix)
+        prefill_again = sum(columns[: len(columns) - 6])
+    finally:
+        handle.remove()
+    assert resumed == again == [_one_by_one(model, p, 6, {-1}) for p in second]
+    width = max(len(p) - 24 for p in second)
+    assert prefill_again == width
+    assert prefill == 8  # the longest new part: the turn's message (the reply's tokens are kept)
+
+
+def test_resume_needs_a_fixed_prefix_that_every_prompt_starts_with() -> None:
+    from pipeline.batch_generation import encode_prefix
+
+    model, _ = _tiny()
+    prefix = encode_prefix(model, [11, 12, 13])
+    with pytest.raises(ValueError, match="fixed shared prefix"):
+        generate(model, [[11, 12, 13, 14]], 2, {-1}, pad_id=7, states=[])
+    with pytest.raises(ValueError, match="start with the shared prefix"):
+        generate(model, [[11, 12, 99, 14]], 2, {-1}, pad_id=7, prefix=prefix)

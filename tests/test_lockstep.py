@@ -47,6 +47,38 @@ def test_lockstep_episodes_equal_sequential_ones(checkpoint, mode) -> None:
         assert episode.report.grade.total == expected.report.grade.total
 
 
+def test_kept_caches_encode_less_and_change_no_episode(checkpoint, monkeypatch) -> None:
+    """Each episode's keys and values are kept across turns: a turn encodes only what it adds."""
+    import pipeline.lockstep as lockstep
+
+    settings = GenerationSettings(**SETTINGS)
+    backend = CheckpointBackend(checkpoint, settings)
+
+    def play_counting() -> tuple[int, list]:
+        tokens: list[int] = []
+        handle = backend.model.register_forward_pre_hook(
+            lambda _m, _a, kwargs: tokens.append(kwargs["input_ids"].numel()), with_kwargs=True
+        )
+        policies: dict[int, ModelPolicy] = {}
+
+        def make_policy(shared, seed):
+            policies[seed] = ModelPolicy(shared, "support", "interactive", seed, settings)
+            return policies[seed]
+
+        try:
+            play_lockstep("support", backend, make_policy, JOBS, batch_size=4)
+        finally:
+            handle.remove()
+        assert all(len(p.messages) > 4 for p in policies.values()), "several turns each"
+        return sum(tokens), [policies[seed].messages for _, seed in JOBS]
+
+    kept, conversations = play_counting()
+    monkeypatch.setattr(lockstep, "ROW_CACHE_BYTES", 0)  # nothing fits: every turn encodes all
+    encoded, again = play_counting()
+    assert conversations == again
+    assert kept < 0.8 * encoded
+
+
 def test_evaluate_in_lockstep_gives_the_same_rows(checkpoint) -> None:
     spec = f"checkpoint:{checkpoint}"
     kwargs = dict(tasks="easy", episodes=2, progress=False, settings=SETTINGS)

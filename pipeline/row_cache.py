@@ -1,0 +1,85 @@
+"""Keys and values of each conversation kept from one turn to the next.
+
+An interactive turn's prompt is the previous turn's prompt, its reply and the new tool result. A
+batched decoder that starts every turn from the shared system prompt re-encodes the whole
+conversation each time: 16 AML episodes of ~10 turns re-encode ~300k tokens, against ~60k that are
+new. ``RowKV`` holds what a row's last turn computed (its tokens after the shared prefix, their keys
+and values per layer); the next turn places it in the decoding cache and encodes only the rest.
+
+Keys carry their rotary position, so a row's cached tokens are valid only at the same positions:
+the shared prefix must be the same object from turn to turn (``SharedPrefix``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class SharedPrefix:
+    """Token ids every row starts with and their encoded cache (read-only while decoding)."""
+
+    ids: list[int]
+    cache: Any
+
+    def starts(self, prompt: Sequence[int]) -> bool:
+        """Whether ``prompt`` begins with this prefix and goes on after it."""
+        n = len(self.ids)
+        return len(prompt) > n and list(prompt[:n]) == self.ids
+
+
+@dataclass
+class RowKV:
+    """A row's suffix tokens (after the shared prefix) and their keys and values per layer,
+    each ``[kv_heads, len(ids), head_dim]``."""
+
+    ids: list[int]
+    keys: list[Any]
+    values: list[Any]
+
+    def reusable(self, suffix: Sequence[int]) -> int:
+        """Leading tokens of ``suffix`` whose keys and values this row holds; at most all but the
+        last (the next token's logits need one token encoded)."""
+        limit = min(len(self.ids), len(suffix) - 1)
+        n = 0
+        while n < limit and self.ids[n] == suffix[n]:
+            n += 1
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+
+
+def preload(cache: Any, rows: Sequence[RowKV], reuse: Sequence[int], offsets: Sequence[int]) -> int:
+    """Write each row's first ``reuse[i]`` cached positions at its left-padded ``offsets[i]`` in a
+    preallocated suffix cache; returns the column from which the batch must still be encoded.
+
+    Columns before it are padding (zeroed: masked, but never garbage) or cached keys and values.
+    A row whose cache reaches further than the returned column has those positions encoded again,
+    to the same values, since a batch is encoded column by column."""
+    start = min(offset + n for offset, n in zip(offsets, reuse, strict=True))
+    for index, layer in enumerate(cache.layers):
+        keys, values = layer._keys, layer._values
+        keys[:, :, :start].zero_()
+        values[:, :, :start].zero_()
+        for b, (row, offset) in enumerate(zip(rows, offsets, strict=True)):
+            n = start - offset
+            if n > 0:
+                keys[b, :, offset:start] = row.keys[index][:, :n]
+                values[b, :, offset:start] = row.values[index][:, :n]
+        layer.keys, layer.values = keys[:, :, :start], values[:, :, :start]
+    return start
+
+
+def capture(cache: Any, batch_row: int, ids: list[int], offset: int) -> RowKV:
+    """The keys and values of ``ids``, held at ``offset`` onwards in row ``batch_row`` of a
+    preallocated suffix cache, copied out of it."""
+    end = offset + len(ids)
+    return RowKV(
+        ids=list(ids),
+        keys=[layer._keys[batch_row, :, offset:end].clone() for layer in cache.layers],
+        values=[layer._values[batch_row, :, offset:end].clone() for layer in cache.layers],
+    )
