@@ -7,8 +7,8 @@ very prompts of the training dataset (train seeds only, so no evaluation world l
 each played episode as a plan-mode completion, and runs TRL's SFTTrainer for N steps on those
 prompt/completion pairs (loss on the completion only). The same LoRA model then goes on to GRPO.
 
-Interactive mode learns another format: the tools arrive as JSON schemas in the chat template and
-each turn answers the tool results before it. A plan-mode warm start does not carry over to it
+Interactive mode learns another format: the tools arrive in the chat template (JSON schemas, or
+signature lines with ``prompt_style: compact``) and each turn answers the tool results before it. A plan-mode warm start does not carry over to it
 (SmolLM2-135M copied the schemas as call arguments, benchmarks/RESULTS.md), so there the heuristic's
 episode becomes the conversation TRL's ``environment_factory`` would hold: the prompt with the
 opening observation appended, one assistant tool call per turn, each result as a tool message. The
@@ -33,6 +33,12 @@ logger = logging.getLogger(__name__)
 SFT_LEARNING_RATE = 2e-4
 """LoRA SFT on a few hundred tokens of plans: the usual LoRA rate learns the format in tens of steps
 (at 1e-4, 32 steps still left a third of SmolLM2's plans without a decision)."""
+
+INTERACTIVE_SFT_LEARNING_RATE = 5e-4
+"""Interactive conversations are thousands of tokens (AML easy: ~3.3-6k), so a CPU affords a few
+tens of steps where plan mode takes 40 (one SmolLM2 conversation: ~70 s forward and backward on two
+cores): a higher LoRA rate makes each of them count. Each step is one conversation (~9 calls):
+padding two to the longer cost up to half again as much."""
 
 
 ID_PATTERN = re.compile(r"\b[A-Z]{1,4}-\d+\b")
@@ -185,8 +191,10 @@ def sft_warmup(
     args = SFTConfig(
         output_dir=str(Path(cfg.output_dir) / "sft_warmup"),
         max_steps=steps,
-        per_device_train_batch_size=max(1, t.get("per_device_train_batch_size", 4) // 2),
-        learning_rate=SFT_LEARNING_RATE,
+        per_device_train_batch_size=(
+            1 if interactive else max(1, t.get("per_device_train_batch_size", 4) // 2)
+        ),
+        learning_rate=INTERACTIVE_SFT_LEARNING_RATE if interactive else SFT_LEARNING_RATE,
         lr_scheduler_type="constant",
         logging_steps=1,
         save_strategy="no",
