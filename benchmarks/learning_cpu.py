@@ -10,7 +10,7 @@ The story, per mode (plan, then interactive):
    interactive mode starts from that same adapter (``--interactive-warm plan``, the default: run
    the plan mode first), from its own warm start (``sft``: ``--sft-steps`` SFT steps on the
    heuristic's tool conversations; the plan adapter does not carry over to the interactive
-   prompt, but these conversations are ~6k tokens, slow on a CPU) or from scratch (``none``:
+   prompt, but these conversations are ~3-6k tokens, slow on a CPU) or from scratch (``none``:
    untrained SmolLM2 never calls a tool, so every GRPO reward is 0 and nothing is learned);
 3. GRPO for the configured steps on train seeds, save the adapter as the "grpo" stage;
 4. evaluate each stage on the same eval seeds, greedy decoding, and compare them with paired 95%
