@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation
 from env.registry import env_class
 from pipeline.prompts import MODES, render_observation, system_prompt, user_message
+from pipeline.row_cache import cached_length
 from rewards.parsing import parse_tool_calls
 
 logger = logging.getLogger(__name__)
@@ -204,14 +205,6 @@ def _clean(call: dict[str, Any]) -> dict[str, Any]:
 # ----- backends ---------------------------------------------------------------------------------
 
 
-def _shared_length(cached: list[int], prompt: list[int]) -> int:
-    """Tokens at the start of ``prompt`` already in the cache, leaving at least one to encode."""
-    n, limit = 0, min(len(cached), len(prompt) - 1)
-    while n < limit and cached[n] == prompt[n]:
-        n += 1
-    return n
-
-
 class CheckpointBackend:
     """A local model folder or PEFT adapter folder, decoded token by token on one device."""
 
@@ -298,7 +291,7 @@ class CheckpointBackend:
         temperature, top_p = self.settings.temperature, self.settings.top_p
         greedy = temperature <= 0
         choose = greedy_choice if greedy else sampling_choice(generator, temperature, 0, top_p)
-        shared = _shared_length(self._cached, prompt)
+        shared = cached_length(self._cached, prompt)
         past = self._cache if shared else None
         excess = past.get_seq_length() - shared if past is not None else 0
         if excess > 0:  # a negative crop removes that many tokens (a positive one is deprecated)

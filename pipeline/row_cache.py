@@ -17,6 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def cached_length(cached: Sequence[int], prompt: Sequence[int]) -> int:
+    """Tokens at the start of ``prompt`` already in a cache of ``cached``, leaving at least one to
+    encode (the next token's logits need one)."""
+    n, limit = 0, min(len(cached), len(prompt) - 1)
+    while n < limit and cached[n] == prompt[n]:
+        n += 1
+    return n
+
+
 @dataclass
 class SharedPrefix:
     """Token ids every row starts with and their encoded cache (read-only while decoding)."""
@@ -40,13 +49,8 @@ class RowKV:
     values: list[Any]
 
     def reusable(self, suffix: Sequence[int]) -> int:
-        """Leading tokens of ``suffix`` whose keys and values this row holds; at most all but the
-        last (the next token's logits need one token encoded)."""
-        limit = min(len(self.ids), len(suffix) - 1)
-        n = 0
-        while n < limit and self.ids[n] == suffix[n]:
-            n += 1
-        return n
+        """Leading tokens of ``suffix`` whose keys and values this row holds."""
+        return cached_length(self.ids, suffix)
 
     @property
     def nbytes(self) -> int:
