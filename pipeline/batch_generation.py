@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from functools import cache
 from typing import Any
 
 from pipeline.row_cache import RowKV, SharedPrefix, capture, preload
@@ -95,20 +96,18 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> int:
     return n
 
 
-def _suffix_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
-    """An empty per-row cache with room for ``capacity`` suffix positions, written in place.
-
-    ``DynamicCache`` grows with ``torch.cat``: every decoded token would copy the whole cache."""
-    from transformers import DynamicCache
+@cache
+def _preallocated_layer_class() -> type:
+    """``DynamicLayer`` over fixed storage, written in place: ``DynamicCache`` grows with
+    ``torch.cat``, so every decoded token would copy the whole cache."""
     from transformers.cache_utils import DynamicLayer
 
     class PreallocatedLayer(DynamicLayer):
-        def __init__(self, like: Any) -> None:
+        def __init__(self, keys: Any, values: Any, length: int = 0) -> None:
             super().__init__()
-            shape = (batch, like.shape[1], capacity, like.shape[3])
-            self._keys, self._values = like.new_empty(shape), like.new_empty(shape)
-            self.dtype, self.device, self.is_initialized = like.dtype, like.device, True
-            self.keys, self.values = self._keys[:, :, :0], self._values[:, :, :0]
+            self._keys, self._values = keys, values
+            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+            self.keys, self.values = keys[:, :, :length], values[:, :, :length]
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any):
             start = self.keys.shape[-2]
@@ -123,9 +122,41 @@ def _suffix_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
             self._keys, self._values = self._keys[rows], self._values[rows]
             self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
 
+    return PreallocatedLayer
+
+
+def _cache_of(layers: list[Any]) -> Any:
+    from transformers import DynamicCache
+
     cache = DynamicCache()
-    cache.layers = [PreallocatedLayer(layer.keys) for layer in prefix_cache.layers]
+    cache.layers = layers
     return cache
+
+
+def _suffix_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
+    """An empty per-row cache with room for ``capacity`` suffix positions, written in place."""
+    layer_class = _preallocated_layer_class()
+    layers = []
+    for layer in prefix_cache.layers:
+        shape = (batch, layer.keys.shape[1], capacity, layer.keys.shape[3])
+        layers.append(layer_class(layer.keys.new_empty(shape), layer.keys.new_empty(shape)))
+    return _cache_of(layers)
+
+
+def _row_view(cache: Any, row: int, offset: int, length: int) -> Any:
+    """A one-row cache that writes row ``row`` of a suffix cache from column ``offset`` on, with
+    ``length`` positions already filled: a row encoded alone lands where the batch reads it."""
+    layer_class = _preallocated_layer_class()
+    return _cache_of(
+        [
+            layer_class(
+                layer._keys[row : row + 1, :, offset:],
+                layer._values[row : row + 1, :, offset:],
+                length,
+            )
+            for layer in cache.layers
+        ]
+    )
 
 
 PREFILL_CHUNK = 256
@@ -134,6 +165,12 @@ the whole conversation so far (thousands of tokens); encoded at once for 16 rows
 scores alone take tens of GB (an interactive evaluation was OOM-killed at 24 GB). In chunks they
 take rows x heads x 256 x length floats. The replies are the same as from one pass
 (``tests/test_batch_generation.py``)."""
+
+RAGGED_BELOW = 0.5
+"""Each row's new tokens are encoded on their own when together they fill less than this share of
+the batch's padded rectangle (rows x the longest new part). A batch encodes the same columns for
+every row, so in an interactive turn one row's ~2k-token tool result made every row encode ~2k
+columns against its whole conversation (~75% of a lockstep evaluation's time in attention)."""
 
 COMPACT_BELOW = 0.75
 """A batch drops its finished rows once fewer than this share of them are still decoding: a
@@ -304,13 +341,17 @@ def _decode_batch(
         mask[row, width - len(suffix) :] = 1
     positions = shared + (mask.cumsum(-1) - 1).clamp(min=0)
     offsets = [width - len(s) for s in suffixes]
-    cache, token_prefix, encoded_from = None, None, 0
+    cache, token_prefix, encoded_from, per_row = None, None, 0, None
     if prefix_cache is not None:
         cache = _suffix_cache(prefix_cache, batch, width + max_new_tokens)
         token_prefix = _PREFIX.set([(layer.keys, layer.values) for layer in prefix_cache.layers])
-        if resume is not None and all(r is not None for r in resume):
-            reuse = [r.reusable(s) for r, s in zip(resume, suffixes, strict=True)]
-            encoded_from = preload(cache, resume, reuse, offsets)
+        kept_rows = list(resume) if resume is not None else [None] * batch
+        reuse = [r.reusable(s) if r else 0 for r, s in zip(kept_rows, suffixes, strict=True)]
+        new = [len(s) - n for s, n in zip(suffixes, reuse, strict=True)]
+        if sum(new) < RAGGED_BELOW * batch * max(new):
+            per_row, encoded_from = (kept_rows, reuse), width
+        elif all(r is not None for r in kept_rows):
+            encoded_from = preload(cache, kept_rows, reuse, offsets)
     out: list[list[int]] = [[] for _ in suffixes]
     rows = list(range(batch))  # the reply each decoding row writes to
     fed = [0] * batch  # reply tokens of each row whose keys and values are in the cache
@@ -324,6 +365,8 @@ def _decode_batch(
             kept[row] = capture(cache, index, held, offsets[row])
 
     try:
+        if per_row is not None:
+            logits = _prefill_rows(model, cache, suffixes, offsets, shared, *per_row)
         for begin in range(encoded_from, width, PREFILL_CHUNK):
             end = begin + PREFILL_CHUNK
             logits, cache = _step(
@@ -358,3 +401,39 @@ def _decode_batch(
         if token_prefix is not None:
             _PREFIX.reset(token_prefix)
     return out, [kept[row] for row in sorted(kept)]
+
+
+def _prefill_rows(
+    model: Any,
+    cache: Any,
+    suffixes: list[list[int]],
+    offsets: list[int],
+    shared: int,
+    kept_rows: Sequence[RowKV | None],
+    reuse: Sequence[int],
+) -> Any:
+    """Encode each row's new tokens alone, after its kept ones, into its left-padded place in the
+    batch's suffix cache; returns every row's last logits. No row encodes another row's length."""
+    import torch
+
+    device = next(model.parameters()).device
+    width = max(len(s) for s in suffixes)
+    last = []
+    for row, (suffix, offset, n) in enumerate(zip(suffixes, offsets, reuse, strict=True)):
+        for index, layer in enumerate(cache.layers):
+            layer._keys[row, :, :offset].zero_()  # padding: masked, but never garbage
+            layer._values[row, :, :offset].zero_()
+            if n:
+                layer._keys[row, :, offset : offset + n] = kept_rows[row].keys[index][:, :n]
+                layer._values[row, :, offset : offset + n] = kept_rows[row].values[index][:, :n]
+        view = _row_view(cache, row, offset, n)
+        for begin in range(n, len(suffix), PREFILL_CHUNK):
+            end = min(begin + PREFILL_CHUNK, len(suffix))
+            ids = torch.tensor([suffix[begin:end]], device=device)
+            mask = torch.ones((1, end), dtype=torch.long, device=device)
+            positions = torch.arange(shared + begin, shared + end, device=device)[None]
+            logits, view = _step(model, ids, mask, positions, view)
+        last.append(logits)
+    for layer in cache.layers:
+        layer.keys, layer.values = layer._keys[:, :, :width], layer._values[:, :, :width]
+    return torch.cat(last)

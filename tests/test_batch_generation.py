@@ -189,3 +189,57 @@ def test_resume_needs_a_fixed_prefix_that_every_prompt_starts_with() -> None:
         generate(model, [[11, 12, 13, 14]], 2, {-1}, pad_id=7, states=[])
     with pytest.raises(ValueError, match="start with the shared prefix"):
         generate(model, [[11, 12, 99, 14]], 2, {-1}, pad_id=7, prefix=prefix)
+
+
+def test_ragged_new_parts_are_encoded_row_by_row_and_decode_like_one_by_one(monkeypatch) -> None:
+    """One row's long tool result must not make every row encode its length: rows whose new
+    tokens fill under half the padded batch are encoded alone, with the same replies."""
+    import pipeline.batch_generation as batch_generation
+    from pipeline.batch_generation import encode_prefix
+
+    monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
+    model, _ = _tiny()
+    rng = torch.Generator().manual_seed(5)
+    head = torch.randint(5, 1000, (16,), generator=rng).tolist()
+    prompts = [head + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (2, 3, 30)]
+    prefix = encode_prefix(model, head)
+    columns, handle = _encoded_columns(model)
+    try:
+        replies = generate(model, prompts, 5, {-1}, pad_id=7, batch_size=3, prefix=prefix)
+    finally:
+        handle.remove()
+    assert replies == [_one_by_one(model, p, 5, {-1}) for p in prompts]
+    prefill = sum(columns[: len(columns) - 5])  # the last 5 passes decode one token each
+    assert prefill == 2 + 3 + 30  # not 3 x 30
+
+
+def test_a_resumed_turn_with_one_long_result_encodes_each_rows_new_part_alone(monkeypatch) -> None:
+    """Kept keys and values, one row without any (its cache was dropped): each row encodes only
+    what it adds, and the replies are those of decoding every prompt alone."""
+    import pipeline.batch_generation as batch_generation
+    from pipeline.batch_generation import encode_prefix
+
+    monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
+    model, _ = _tiny()
+    rng = torch.Generator().manual_seed(6)
+    head = torch.randint(5, 1000, (12,), generator=rng).tolist()
+    first = [head + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (6, 4, 5, 7)]
+    prefix = encode_prefix(model, head)
+    states: list = []
+    replies = generate(model, first, 4, {-1}, pad_id=7, batch_size=4, prefix=prefix, states=states)
+    added = (2, 3, 40, 1)  # one row's tool result is long
+    second = [
+        p + r + torch.randint(5, 1000, (k,), generator=rng).tolist()
+        for p, r, k in zip(first, replies, added, strict=True)
+    ]
+    resume = [states[0], None, states[2], states[3]]
+    columns, handle = _encoded_columns(model)
+    try:
+        resumed = generate(
+            model, second, 4, {-1}, pad_id=7, batch_size=4, prefix=prefix, resume=resume
+        )
+    finally:
+        handle.remove()
+    assert resumed == [_one_by_one(model, p, 4, {-1}) for p in second]
+    prefill = sum(columns[: len(columns) - 4])
+    assert prefill == 2 + (len(second[1]) - 12) + 40 + 1
