@@ -41,6 +41,12 @@ from pipeline.stats import bar_chart, fmt, interval_table, paired_difference  # 
 
 logger = logging.getLogger("learning_cpu")
 CONFIGS = {"plan": "configs/cpu.yaml", "interactive": "configs/cpu_interactive.yaml"}
+MAX_CONTEXT = 6144
+"""Interactive evaluation stops an episode's conversation at this many tokens
+(``GenerationSettings.max_context_tokens``; ``--max-context``), and the episode ends undecided. The
+honest heuristic's AML-easy conversations take 2.7-6.0k tokens (median 3.5k; 40 train seeds, compact
+template), so the cap cuts only a policy that wanders, which would otherwise run to the 30-step
+limit or SmolLM2's 8k positions with every turn re-reading the whole conversation."""
 FULL = {
     "episodes": 100,
     "sft_steps": 40,
@@ -48,6 +54,7 @@ FULL = {
     "n_train": 64,
     "plan_tokens": 448,
     "turn_tokens": 128,
+    "max_context": MAX_CONTEXT,
     "interactive_warm": "plan",
 }
 QUICK = {
@@ -57,6 +64,7 @@ QUICK = {
     "n_train": 4,
     "plan_tokens": 48,
     "turn_tokens": 32,
+    "max_context": MAX_CONTEXT,
     "interactive_warm": "plan",
 }
 QUICK_OVERRIDES = [
@@ -110,6 +118,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--n-train", type=int, default=None, help="Training prompts (train seeds)")
     parser.add_argument("--plan-tokens", type=int, default=None, help="Tokens of a plan reply")
     parser.add_argument("--turn-tokens", type=int, default=None, help="Tokens of a turn reply")
+    parser.add_argument(
+        "--max-context",
+        type=int,
+        default=None,
+        help="Interactive eval: tokens a conversation holds",
+    )
     parser.add_argument(
         "--interactive-warm",
         choices=("plan", "sft", "none"),
@@ -219,6 +233,7 @@ def evaluate_stage(path: Path, mode: str, args: argparse.Namespace) -> dict[str,
     settings = {
         "plan_max_new_tokens": args.plan_tokens,
         "max_new_tokens": args.turn_tokens,
+        "max_context_tokens": args.max_context,
         "max_idle_turns": IDLE_TURNS,
         "prompt_style": PROMPT_STYLE,  # the tool list the training run's template renders
     }
@@ -353,7 +368,9 @@ def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
         f"warm start: {warm_start_label(mode, args)}, "
         f"{args.get('grpo_steps')} GRPO steps on {args.get('n_train')} train prompts, replies "
         f"capped at {args.get('plan_tokens') if mode == 'plan' else args.get('turn_tokens')} "
-        f"tokens{'' if mode == 'plan' else ' a turn'}; GRPO config overrides "
+        f"tokens{'' if mode == 'plan' else ' a turn'}"
+        + ("" if mode == "plan" else f", conversations at {args.get('max_context', 'no')} tokens")
+        + "; GRPO config overrides "
         f"`{' '.join(run.get('overrides', []))}`. Chart: `{run.get('chart', '')}`.",
         "",
         "| stage | episodes | mean grade [95% CI] | decision rate | valid calls | decision acc. |",

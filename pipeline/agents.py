@@ -65,6 +65,10 @@ class GenerationSettings:
     """Tool list, "full" or "compact": of plan prompts (pipeline/prompts.py) and of a checkpoint's
     qwen2_5 chat template in interactive mode (pipeline/chat_templates.py); match the training
     run's."""
+    max_context_tokens: int | None = None
+    """Checkpoint backend: tokens a conversation may hold, reply included, before the policy stops
+    (None: the model's positions). A CPU evaluation caps it to bound its time: a turn costs the
+    whole conversation's attention, and an episode cut off here ends without a decision."""
     max_idle_turns: int = 3
     """Replies in a row none of whose calls ran (no call, or only rejected ones) before the policy
     stops generating (the step limit then ends the episode)."""
@@ -239,6 +243,8 @@ class CheckpointBackend:
         stops = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
         self.stop_ids = {i for i in stops if isinstance(i, int) and i >= 0}
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 4096))
+        if settings.max_context_tokens is not None:
+            self.max_positions = min(self.max_positions, settings.max_context_tokens)
         self._schemas: dict[str, list[dict[str, Any]]] = {}
         self._cache: Any = None  # KV cache of the tokens in self._cached, kept between replies
         self._cached: list[int] = []

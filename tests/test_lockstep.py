@@ -142,3 +142,23 @@ def test_evaluate_cli_plays_checkpoints_in_lockstep(checkpoint, tmp_path) -> Non
         == 0
     )
     assert json.loads(out.read_text())["summary"]["settings"] == {"prompt_style": "compact"}
+
+
+def test_a_context_cap_ends_the_conversation_once_its_next_turn_would_not_fit(checkpoint) -> None:
+    free = CheckpointBackend(checkpoint, GenerationSettings(**SETTINGS))
+    opening = ModelPolicy(free, "support", "interactive", JOBS[0][1], free.settings)
+    environment = env.make("support")
+    opening.reset(environment, environment.reset(task=JOBS[0][0], seed=JOBS[0][1]))
+    prompt, budget = free.encode(opening.messages, free.tool_schemas("support"))
+    assert budget == SETTINGS["max_new_tokens"]  # uncapped: the whole turn budget
+
+    capped_settings = GenerationSettings(**SETTINGS, max_context_tokens=len(prompt) + 4)
+    capped = CheckpointBackend(checkpoint, capped_settings)
+    assert capped.encode(opening.messages, capped.tool_schemas("support"))[1] == 4
+    policy = ModelPolicy(capped, "support", "interactive", JOBS[0][1], capped_settings)
+    play(env.make("support"), policy, *JOBS[0])
+    replies = [m for m in policy.messages if m["role"] == "assistant"]
+    assert len(replies) == 1  # the second turn's prompt (opening + reply + result) is over the cap
+    uncapped = ModelPolicy(free, "support", "interactive", JOBS[0][1], free.settings)
+    play(env.make("support"), uncapped, *JOBS[0])
+    assert sum(m["role"] == "assistant" for m in uncapped.messages) > 1

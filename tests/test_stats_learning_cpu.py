@@ -91,6 +91,8 @@ def test_run_command_names_the_arguments_that_differ_from_the_preset() -> None:
     )
     quick = {k: str(v) for k, v in vars(parse_args(["--quick"])).items()}
     assert run_command("plan", quick).endswith("--modes plan --quick")
+    capped = {k: str(v) for k, v in vars(parse_args(["--max-context", "4096"])).items()}
+    assert run_command("interactive", capped).endswith("--modes interactive --max-context 4096")
 
 
 def test_interactive_starts_from_the_plan_warm_adapter_or_says_what_is_missing(tmp_path) -> None:
