@@ -17,6 +17,16 @@ def _tiny():
     return model, tokenizer
 
 
+def _tokens(rng: torch.Generator, n: int) -> list[int]:
+    return torch.randint(5, 1000, (n,), generator=rng).tolist()
+
+
+def _prompts(rng: torch.Generator, head: int, lengths: tuple[int, ...]):
+    """A random shared head of ``head`` tokens and prompts that extend it by ``lengths`` tokens."""
+    shared = _tokens(rng, head)
+    return shared, [shared + _tokens(rng, k) for k in lengths]
+
+
 def _one_by_one(model, prompt: list[int], n: int, stops: set[int]) -> list[int]:
     out = model.generate(
         torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=sorted(stops)
@@ -27,8 +37,7 @@ def _one_by_one(model, prompt: list[int], n: int, stops: set[int]) -> list[int]:
 def test_batched_prefix_cached_decoding_equals_one_by_one_greedy() -> None:
     model, _ = _tiny()
     rng = torch.Generator().manual_seed(0)
-    prefix = torch.randint(5, 1000, (40,), generator=rng).tolist()
-    prompts = [prefix + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (3, 9, 5)]
+    prefix, prompts = _prompts(rng, 40, (3, 9, 5))
     stops = {0}
     batched = generate(model, prompts, 12, stops, pad_id=7, batch_size=2)
     assert batched == [_one_by_one(model, p, 12, stops) for p in prompts]
@@ -94,8 +103,7 @@ def test_sampling_is_seeded_and_keeps_to_top_k_and_top_p() -> None:
 def test_finished_rows_leave_the_batch_and_the_rest_decode_unchanged() -> None:
     model, _ = _tiny()
     rng = torch.Generator().manual_seed(2)
-    prefix = torch.randint(5, 1000, (30,), generator=rng).tolist()
-    prompts = [prefix + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (2, 6, 4, 3)]
+    prefix, prompts = _prompts(rng, 30, (2, 6, 4, 3))
     for shared in (prompts, [[21 + i, *p] for i, p in enumerate(prompts)]):  # cascade and plain
         free = generate(model, shared, 10, {-1}, pad_id=7, batch_size=4)
         lengths = {0: 2, 1: 3, 2: 10, 3: 4}  # three rows end early: the batch shrinks twice
@@ -121,8 +129,7 @@ def test_long_suffixes_prefilled_in_chunks_decode_like_one_by_one(monkeypatch) -
 
     model, _ = _tiny()
     rng = torch.Generator().manual_seed(3)
-    prefix = torch.randint(5, 1000, (20,), generator=rng).tolist()
-    prompts = [prefix + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (13, 6, 22)]
+    prefix, prompts = _prompts(rng, 20, (13, 6, 22))
     whole = generate(model, prompts, 8, {-1}, pad_id=7, batch_size=3)
     monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)  # 22-token suffixes: 6 chunks
     for shared in (prompts, [[21 + i, *p] for i, p in enumerate(prompts)]):  # cascade and plain
@@ -152,16 +159,14 @@ def test_a_turn_resumed_from_kept_keys_and_values_decodes_the_same_and_encodes_o
     monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
     model, _ = _tiny()
     rng = torch.Generator().manual_seed(4)
-    head = torch.randint(5, 1000, (24,), generator=rng).tolist()
-    first = [head + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (9, 3, 14)]
+    head, first = _prompts(rng, 24, (9, 3, 14))
     prefix = encode_prefix(model, head)
     states: list = []
     replies = generate(model, first, 6, {-1}, pad_id=7, batch_size=3, prefix=prefix, states=states)
     assert [s.ids for s in states] == [p[24:] + r for p, r in zip(first, replies, strict=True)]
     # The next turn: the reply re-tokenized differently at its end, then a tool result.
     second = [
-        p + r[:-1] + torch.randint(5, 1000, (k,), generator=rng).tolist()
-        for p, r, k in zip(first, replies, (5, 8, 2), strict=True)
+        p + r[:-1] + _tokens(rng, k) for p, r, k in zip(first, replies, (5, 8, 2), strict=True)
     ]
     columns, handle = _encoded_columns(model)
     try:
@@ -200,8 +205,7 @@ def test_ragged_new_parts_are_encoded_row_by_row_and_decode_like_one_by_one(monk
     monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
     model, _ = _tiny()
     rng = torch.Generator().manual_seed(5)
-    head = torch.randint(5, 1000, (16,), generator=rng).tolist()
-    prompts = [head + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (2, 3, 30)]
+    head, prompts = _prompts(rng, 16, (2, 3, 30))
     prefix = encode_prefix(model, head)
     columns, handle = _encoded_columns(model)
     try:
@@ -222,16 +226,12 @@ def test_a_resumed_turn_with_one_long_result_encodes_each_rows_new_part_alone(mo
     monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
     model, _ = _tiny()
     rng = torch.Generator().manual_seed(6)
-    head = torch.randint(5, 1000, (12,), generator=rng).tolist()
-    first = [head + torch.randint(5, 1000, (k,), generator=rng).tolist() for k in (6, 4, 5, 7)]
+    head, first = _prompts(rng, 12, (6, 4, 5, 7))
     prefix = encode_prefix(model, head)
     states: list = []
     replies = generate(model, first, 4, {-1}, pad_id=7, batch_size=4, prefix=prefix, states=states)
     added = (2, 3, 40, 1)  # one row's tool result is long
-    second = [
-        p + r + torch.randint(5, 1000, (k,), generator=rng).tolist()
-        for p, r, k in zip(first, replies, added, strict=True)
-    ]
+    second = [p + r + _tokens(rng, k) for p, r, k in zip(first, replies, added, strict=True)]
     resume = [states[0], None, states[2], states[3]]
     columns, handle = _encoded_columns(model)
     try:
