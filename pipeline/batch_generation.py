@@ -348,7 +348,7 @@ def _decode_batch(
         kept_rows = list(resume) if resume is not None else [None] * batch
         reuse = [r.reusable(s) if r else 0 for r, s in zip(kept_rows, suffixes, strict=True)]
         new = [len(s) - n for s, n in zip(suffixes, reuse, strict=True)]
-        if sum(new) < RAGGED_BELOW * batch * max(new):
+        if min(new) > 0 and sum(new) < RAGGED_BELOW * batch * max(new):  # each row has logits
             per_row, encoded_from = (kept_rows, reuse), width
         elif all(r is not None for r in kept_rows):
             encoded_from = preload(cache, kept_rows, reuse, offsets)
