@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from functools import cache
 from typing import Any
 
-from pipeline.row_cache import RowKV, SharedPrefix, capture, preload
+from pipeline.row_cache import RowKV, SharedPrefix, capture, place, preload
 
 GQA_ATTENTION = "sdpa_gqa"
 _PREFIX: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("shared_prefix_kv", default=None)
@@ -420,12 +420,7 @@ def _prefill_rows(
     width = max(len(s) for s in suffixes)
     last = []
     for row, (suffix, offset, n) in enumerate(zip(suffixes, offsets, reuse, strict=True)):
-        for index, layer in enumerate(cache.layers):
-            layer._keys[row, :, :offset].zero_()  # padding: masked, but never garbage
-            layer._values[row, :, :offset].zero_()
-            if n:
-                layer._keys[row, :, offset : offset + n] = kept_rows[row].keys[index][:, :n]
-                layer._values[row, :, offset : offset + n] = kept_rows[row].values[index][:, :n]
+        place(cache, row, kept_rows[row], offset, n)
         view = _row_view(cache, row, offset, n)
         for begin in range(n, len(suffix), PREFILL_CHUNK):
             end = min(begin + PREFILL_CHUNK, len(suffix))

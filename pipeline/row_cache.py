@@ -65,17 +65,22 @@ def preload(cache: Any, rows: Sequence[RowKV], reuse: Sequence[int], offsets: Se
     A row whose cache reaches further than the returned column has those positions encoded again,
     to the same values, since a batch is encoded column by column."""
     start = min(offset + n for offset, n in zip(offsets, reuse, strict=True))
-    for index, layer in enumerate(cache.layers):
-        keys, values = layer._keys, layer._values
-        keys[:, :, :start].zero_()
-        values[:, :, :start].zero_()
-        for b, (row, offset) in enumerate(zip(rows, offsets, strict=True)):
-            n = start - offset
-            if n > 0:
-                keys[b, :, offset:start] = row.keys[index][:, :n]
-                values[b, :, offset:start] = row.values[index][:, :n]
-        layer.keys, layer.values = keys[:, :, :start], values[:, :, :start]
+    for b, (row, offset) in enumerate(zip(rows, offsets, strict=True)):
+        place(cache, b, row, offset, start - offset)
+    for layer in cache.layers:
+        layer.keys, layer.values = layer._keys[:, :, :start], layer._values[:, :, :start]
     return start
+
+
+def place(cache: Any, batch_row: int, row: RowKV | None, offset: int, n: int) -> None:
+    """Row ``batch_row`` of a preallocated suffix cache: zeros before its left-padded ``offset``
+    (masked, but never garbage), then the first ``n`` kept positions of ``row`` (none if n <= 0)."""
+    for index, layer in enumerate(cache.layers):
+        layer._keys[batch_row, :, :offset].zero_()
+        layer._values[batch_row, :, :offset].zero_()
+        if n > 0:
+            layer._keys[batch_row, :, offset : offset + n] = row.keys[index][:, :n]
+            layer._values[batch_row, :, offset : offset + n] = row.values[index][:, :n]
 
 
 def capture(cache: Any, batch_row: int, ids: list[int], offset: int) -> RowKV:
