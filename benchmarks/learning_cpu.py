@@ -369,7 +369,11 @@ def mode_markdown(mode: str, run: dict[str, Any]) -> list[str]:
         f"{args.get('grpo_steps')} GRPO steps on {args.get('n_train')} train prompts, replies "
         f"capped at {args.get('plan_tokens') if mode == 'plan' else args.get('turn_tokens')} "
         f"tokens{'' if mode == 'plan' else ' a turn'}"
-        + ("" if mode == "plan" else f", conversations at {args.get('max_context', 'no')} tokens")
+        + (
+            f", conversations at {args['max_context']} tokens"
+            if mode != "plan" and "max_context" in args
+            else ""
+        )
         + "; GRPO config overrides "
         f"`{' '.join(run.get('overrides', []))}`. Chart: `{run.get('chart', '')}`.",
         "",

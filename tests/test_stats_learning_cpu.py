@@ -137,3 +137,12 @@ def test_a_mode_report_rewrites_its_own_section_and_keeps_the_other_modes(
     plan = text.split("<!-- learning_cpu_plan:start -->")[1].split("<!-- learning_cpu_plan:end")[0]
     assert "### learning_cpu, plan mode" in plan and "| grpo - warm |" in plan
     assert "interactive" not in plan.split("Targets")[0].lower()
+
+
+def test_the_interactive_report_names_its_conversation_cap_and_the_plan_report_does_not(
+    stages,
+) -> None:
+    args = {k: str(v) for k, v in vars(parse_args(["--max-context", "4096"])).items()}
+    for mode, shown in (("interactive", True), ("plan", False)):
+        text = "\n".join(mode_markdown(mode, {**_run(stages), "args": args}))
+        assert ("conversations at 4096 tokens" in text) is shown
