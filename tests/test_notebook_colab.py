@@ -44,8 +44,8 @@ def test_install_cell_keeps_colab_torch_and_gates_gpu_packages() -> None:
     install = next(c.source for c in _notebook().cells if "IN_COLAB =" in c.source)
     assert 'not line.startswith(("#", "torch"))' in install
     gpu_branch = install.split("if torch.cuda.is_available():", 1)[1]
-    assert "unsloth" in gpu_branch and "vllm" in gpu_branch
-    assert "unsloth" not in install.split("if torch.cuda.is_available():", 1)[0]
+    assert '"-r", "requirements-gpu.txt"' in gpu_branch  # pinned Unsloth, vLLM, bitsandbytes
+    assert "requirements-gpu.txt" not in install.split("if torch.cuda.is_available():", 1)[0]
 
 
 def test_notebook_runs_headless_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
