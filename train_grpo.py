@@ -10,8 +10,13 @@
         --config configs/a100.yaml --push-to-hub --hub-model-id USER/NAME
 
 The YAML sections and every key are described in pipeline/config.py; ``--set section.key=value``
-overrides any of them, and the flags below are shortcuts for the common ones. The config is
-validated before anything is loaded. The run saves checkpoints every ``training.save_steps``, the
+overrides any of them, and the flags below are shortcuts for the common ones. Every
+``trl.GRPOConfig`` field is also accepted by its TRL flag name (``--learning_rate 5e-6
+--num_generations 4``; parsed by TRL's own ``TrlParser``, list them with ``--help-grpo``): it sets
+``training.<field>``, or the section that owns it (``--output_dir``, ``--report_to``,
+``--project``, ``--log_completions``, ``--push_to_hub``, ``--hub_model_id``,
+``--hub_private_repo``). Later wins: the YAML, the dry-run defaults, ``--set``, the TRL flags, then
+the shortcuts. The config is validated before anything is loaded. The run saves checkpoints every ``training.save_steps``, the
 final adapter in ``OUTPUT_DIR/final`` (with a model card), ``log_history.csv`` and
 ``reward_curves.png``; Ctrl-C saves a checkpoint first; ``--resume`` continues from the newest one.
 ``--dry-run`` trains 2 steps on a handful of prompts, saves, reloads the adapter with PEFT and shows
@@ -21,7 +26,10 @@ what would be pushed, without pushing.
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -46,11 +54,39 @@ DRY_RUN_OVERRIDES = [
 ]
 
 
+GRPO_FLAG_SECTIONS = {
+    "output_dir": "output_dir",
+    "report_to": "logging.report_to",
+    "project": "logging.project",
+    "log_completions": "logging.log_completions",
+    "push_to_hub": "hub.push",
+    "hub_model_id": "hub.hub_model_id",
+    "hub_private_repo": "hub.private",
+}
+"""GRPOConfig fields that a section of our config owns: their TRL flags set that key instead."""
+
+GRPO_FLAGS_REFUSED = {
+    "reward_weights": "the rewards section sets them per component: --set rewards.weights.grade=2",
+}
+"""GRPOConfig fields the pipeline computes itself: their flags would be silently overwritten."""
+
+BATCH_KEYS = ("per_device_train_batch_size", "generation_batch_size", "steps_per_generation")
+
+
+class FlagError(ValueError):
+    """A command-line flag that is neither ours nor a GRPOConfig field, or has a bad value."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Command-line flags (each a shortcut for a ``--set``)."""
+    """Command-line flags (each a shortcut for a ``--set``). Flags this parser does not know are
+    kept in ``grpo_flags`` for ``grpo_overrides``: TRL is not imported here, since Unsloth must
+    be imported before it."""
     parser = argparse.ArgumentParser(
         description="GRPO training of tool-using agents.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Any trl.GRPOConfig field is accepted by its TRL flag name, e.g. "
+        "--learning_rate 5e-6 --num_generations 4 (see --help-grpo).",
+        allow_abbrev=False,
     )
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="YAML config (configs/*.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="2 steps, save, reload, no push")
@@ -80,14 +116,93 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="DIR",
         help="start from a saved LoRA adapter (e.g. a plan-mode run's final/ for interactive GRPO)",
     )
+    parser.add_argument(
+        "--help-grpo", action="store_true", help="list the trl.GRPOConfig flags and exit"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return parser.parse_args(argv)
+    args, args.grpo_flags = parser.parse_known_args(argv)
+    return args
 
 
-def collect_overrides(args: argparse.Namespace) -> list[str]:
-    """Dry-run defaults, then ``--set``, then the flags: later ones win."""
+def _grpo_parser() -> argparse.ArgumentParser:
+    """TRL's own parser for GRPOConfig, with every default suppressed: the namespace it returns
+    holds only the fields given on the command line (the YAML keeps the rest)."""
+    from trl import GRPOConfig, TrlParser
+
+    parser = TrlParser((GRPOConfig,), add_help=False, exit_on_error=False, allow_abbrev=False)
+    parser.prog = "train_grpo.py"
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    return parser
+
+
+def _yaml_value(value: Any) -> str:
+    """A parsed flag value written so ``--set``'s YAML reading gives it back unchanged."""
+    if hasattr(value, "value") and not isinstance(value, (str, int, float)):  # an Enum member
+        value = value.value
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    return json.dumps(value)
+
+
+def grpo_overrides(flags: list[str]) -> list[str]:
+    """``--field value`` flags of trl.GRPOConfig -> ``section.key=value`` overrides.
+
+    Values are typed by TRL's parser (``--learning_rate 5e-6`` is a float, ``--bf16 true`` a
+    bool, ``--reward_weights 1 0.5`` a list). Raises FlagError for an unknown flag or bad value."""
+    if not flags:
+        return []
+    parser = _grpo_parser()
+    try:
+        namespace, unknown = parser.parse_known_args(flags)
+    except argparse.ArgumentError as exc:
+        raise FlagError(str(exc)) from exc
+    if unknown:
+        options = [o for a in parser._actions for o in a.option_strings]
+        first = next((u for u in unknown if u.startswith("-")), unknown[0])
+        close = difflib.get_close_matches(first.split("=", 1)[0], options, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise FlagError(
+            f"unrecognized arguments: {' '.join(unknown)}{hint}; not a train_grpo.py flag nor a "
+            "trl.GRPOConfig field (python train_grpo.py --help / --help-grpo)"
+        )
+    overrides = []
+    for name, value in vars(namespace).items():
+        if name in GRPO_FLAGS_REFUSED:
+            raise FlagError(f"--{name}: {GRPO_FLAGS_REFUSED[name]}")
+        if name == "report_to" and isinstance(value, list):
+            if len(value) != 1:
+                raise FlagError(f"--report_to {value}: one tracker (none, trackio, wandb, ...)")
+            value = value[0]
+        key = GRPO_FLAG_SECTIONS.get(name, f"training.{name}")
+        overrides.append(f"{key}={_yaml_value(value)}")
+    return overrides
+
+
+def _user_training_keys(overrides: list[str]) -> dict[str, Any]:
+    """``training.*`` keys the user set (``--set`` or TRL flags), with their last values."""
+    from pipeline.config import parse_override
+
+    keys: dict[str, Any] = {}
+    for text in overrides:
+        path, value = parse_override(text)
+        if len(path) == 2 and path[0] == "training":
+            keys[path[1]] = value
+    return keys
+
+
+def collect_overrides(args: argparse.Namespace, grpo: list[str] | None = None) -> list[str]:
+    """Dry-run defaults, then ``--set``, then the TRL flags (``grpo``), then the shortcut flags:
+    later ones win. A dry run asked for another ``num_generations`` gets a batch of one group."""
+    user = args.overrides + list(grpo or [])
     overrides = list(DRY_RUN_OVERRIDES) if args.dry_run else []
-    overrides += args.overrides
+    if args.dry_run:
+        chosen = _user_training_keys(user)
+        groups = chosen.get("num_generations")
+        if isinstance(groups, int) and not any(key in chosen for key in BATCH_KEYS):
+            overrides.append(f"training.per_device_train_batch_size={groups}")
+    overrides += user
     if args.mode:
         overrides.append(f"data.mode={args.mode}")
     if args.max_steps is not None:
@@ -192,14 +307,17 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.config import ConfigError, load_config, peek_backend
 
     console = Console(stderr=True)
-    overrides = collect_overrides(args)
-    if peek_backend(args.config, overrides) == "unsloth":
+    if peek_backend(args.config, collect_overrides(args)) == "unsloth":
         import unsloth  # noqa: F401  - must come before trl/transformers so its patches apply
+    if args.help_grpo:
+        print(_grpo_parser().format_help())
+        return 0
     try:
+        overrides = collect_overrides(args, grpo_overrides(args.grpo_flags))
         cfg = load_config(args.config, overrides)
         if args.init_adapter and not (Path(args.init_adapter) / ADAPTER_FILE).is_file():
             raise ConfigError(f"--init-adapter {args.init_adapter}: no {ADAPTER_FILE} there")
-    except (ConfigError, FileNotFoundError) as exc:
+    except (ConfigError, FlagError, FileNotFoundError) as exc:
         console.print(f"[bold red]config error:[/] {exc}")
         return 2
     from pipeline.training import train
