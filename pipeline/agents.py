@@ -225,10 +225,13 @@ class CheckpointBackend:
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         adapter = folder / "adapter_config.json"
         if adapter.exists():
-            from peft import AutoPeftModelForCausalLM
+            from peft import PeftModel
 
-            model = AutoPeftModelForCausalLM.from_pretrained(folder)
+            from pipeline.hub import local_base
+
             base = json.loads(adapter.read_text()).get("base_model_name_or_path") or ""
+            base = local_base(base)  # a pushed SmolLM2 adapter names the Hub id
+            model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), folder)
             has_tokenizer = (folder / "tokenizer_config.json").exists()
             tokenizer = AutoTokenizer.from_pretrained(folder if has_tokenizer else base)
         else:

@@ -1,10 +1,11 @@
 """Hugging Face Hub: model card and push of a finished run, never at the cost of the local save.
 
 After training, ``output_dir/final`` holds the LoRA adapter (or full model) and tokenizer. This
-module writes a model card there (environments, tasks, mode, base model, reward components and
-weights, the training config, and the latest evaluation results when a results file is given),
-optionally saves the adapter merged into the base model in 16-bit under ``output_dir/merged``, and
-uploads. The token comes from ``HF_TOKEN``. A missing token or an unreachable Hub raises
+module names the base model by its Hub id in the adapter config (a CPU run loads SmolLM2 from a
+local conversion, whose path would load nowhere else), writes a model card there (environments,
+tasks, mode, base model, reward components and weights, the training config, and the latest
+evaluation results when a results file is given), optionally saves the adapter merged into the base
+model reloaded in 16-bit under ``output_dir/merged``, and uploads. The token comes from ``HF_TOKEN``. A missing token or an unreachable Hub raises
 ``HubPushError`` whose message names the saved folder and the command to push it later: the run is
 never lost. ``HfApi`` is the only boundary; ``push_folder(api=...)`` accepts a replacement.
 
@@ -82,16 +83,96 @@ def write_model_card(folder: Path, cfg: Any, base_model: str, extra: dict | None
     return path
 
 
-def save_merged(model: Any, tokenizer: Any, folder: Path) -> Path:
-    """Merge the LoRA adapter into the base weights and save them in 16-bit."""
+SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+"""The Hub model the ``smollm2`` aliases stand for (pipeline/model.py loads its GGUF conversion)."""
+
+QUANTIZED_BACKENDS = ("bnb4bit", "unsloth")
+PREQUANTIZED_SUFFIXES = ("-unsloth-bnb-4bit", "-bnb-4bit")
+"""Name endings of checkpoints stored in 4-bit (Unsloth's); the 16-bit weights drop the suffix."""
+
+
+def base_model_id(model_cfg: Any) -> str | None:
+    """The Hub id of the model a run trained on: what a pushed adapter must name as its base.
+    None for the in-process tiny test model, which exists nowhere else."""
+    from pipeline.model import SMOLLM2_ALIASES
+
+    if model_cfg.backend == "tiny":
+        return None
+    if model_cfg.name_or_path in SMOLLM2_ALIASES:
+        return SMOLLM2_HUB_ID
+    return model_cfg.name_or_path
+
+
+def local_base(name: str) -> str:
+    """Where to load an adapter's recorded base from on this machine: the SmolLM2 Hub id maps to
+    the local conversion the CPU path trains on (offline, the same weights); others pass through."""
+    if name == SMOLLM2_HUB_ID:
+        from pipeline.model import resolve_name
+
+        return resolve_name("smollm2")
+    return name
+
+
+def record_base_model(folder: Path, base_id: str | None) -> bool:
+    """Write ``base_id`` as ``base_model_name_or_path`` in ``folder/adapter_config.json`` (PEFT
+    records the path the base was loaded from: on CPU a local cache folder). False when there is
+    no adapter config or no id to record."""
+    path = Path(folder) / "adapter_config.json"
+    if base_id is None or not path.is_file():
+        return False
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["base_model_name_or_path"] = base_id
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return True
+
+
+def merge_dtype() -> str:
+    """bfloat16 where the GPU has it, float16 elsewhere."""
     import torch
 
-    merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
-    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float16
-    merged = merged.to(dtype)
+    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return "bfloat16" if bf16 else "float16"
+
+
+def merge_base_section(model_cfg: Any, dtype: str | None = None) -> Any:
+    """The ``model`` section to load the base for a merge: the same model in 16-bit, never
+    quantized. A 4-bit backend becomes plain transformers (transformers refuses to cast a
+    bitsandbytes model with ``.to(dtype)``, and LoRA merged into 4-bit weights is rounded away);
+    an Unsloth pre-quantized checkpoint is replaced by its 16-bit twin (the name without
+    ``-bnb-4bit``)."""
+    import dataclasses
+
+    section = dataclasses.replace(model_cfg, dtype=dtype or merge_dtype(), load_in_4bit=False)
+    if section.backend in QUANTIZED_BACKENDS:
+        name = section.name_or_path
+        for suffix in PREQUANTIZED_SUFFIXES:
+            name = name.removesuffix(suffix)
+        section = dataclasses.replace(section, backend="transformers", name_or_path=name)
+    return section
+
+
+def merge_16bit(
+    model_cfg: Any,
+    adapter_dir: Path,
+    folder: Path,
+    tool_style: str = "full",
+    dtype: str | None = None,
+) -> Path:
+    """Reload the base model in 16-bit (``merge_base_section``), apply the saved LoRA adapter,
+    merge it into the weights and save model and tokenizer to ``folder``."""
+    import torch
+    from peft import PeftModel
+
+    from pipeline.model import load_model_and_tokenizer
+
+    section = merge_base_section(model_cfg, dtype)
+    base, tokenizer = load_model_and_tokenizer(section, None, tool_style)
+    if section.backend == "tiny":  # built in-process in float32, never quantized
+        base = base.to(getattr(torch, section.dtype))
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     merged.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
-    return folder
+    return Path(folder)
 
 
 def upload_plan(folder: Path) -> list[tuple[str, int]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -120,3 +121,113 @@ def test_notebook_installs_gpu_extras_from_the_pinned_requirements_file() -> Non
 def test_every_gpu_requirement_is_pinned() -> None:
     for name, line in _requirement_names(ROOT / "requirements-gpu.txt").items():
         assert re.fullmatch(rf"{re.escape(name)}==[\w.]+", line.lower().replace("_", "-")), line
+
+
+# ----- merged 16-bit model --------------------------------------------------------------------
+
+
+def _saved_tiny_adapter(folder: Path):
+    """A tiny model with a non-zero LoRA adapter (as after training), saved to ``folder``."""
+    import torch
+
+    from pipeline.config import ModelSection, PeftSection
+    from pipeline.model import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(ModelSection(backend="tiny"), PeftSection(r=4))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.05, generator=torch.Generator().manual_seed(len(name)))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model.eval()
+
+
+@pytest.mark.parametrize(
+    ("backend", "name", "base"),
+    [
+        ("bnb4bit", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
+        ("unsloth", "unsloth/Qwen2.5-7B-Instruct-bnb-4bit", "unsloth/Qwen2.5-7B-Instruct"),
+        (
+            "unsloth",
+            "unsloth/Llama-3.2-1B-Instruct-unsloth-bnb-4bit",
+            "unsloth/Llama-3.2-1B-Instruct",
+        ),
+    ],
+)
+def test_merge_reloads_a_4bit_run_base_in_16bit_unquantized(
+    backend: str, name: str, base: str
+) -> None:
+    from pipeline.config import ModelSection
+    from pipeline.hub import merge_base_section
+
+    section = merge_base_section(
+        ModelSection(backend=backend, name_or_path=name, dtype="bfloat16", load_in_4bit=True),
+        "bfloat16",
+    )
+    assert section.backend == "transformers"  # no BitsAndBytesConfig, no Unsloth 4-bit load
+    assert section.name_or_path == base and section.load_in_4bit is False
+    assert section.dtype == "bfloat16"
+
+
+def test_merge_16bit_with_the_tiny_backend_saves_merged_16bit_weights(tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from pipeline.config import ModelSection
+    from pipeline.hub import merge_16bit
+
+    trained = _saved_tiny_adapter(tmp_path / "final")
+    merge_16bit(
+        ModelSection(backend="tiny"), tmp_path / "final", tmp_path / "merged", dtype="float16"
+    )
+    assert not (tmp_path / "merged" / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    assert merged.config.dtype == torch.float16
+    assert not any("lora_" in n for n, _ in merged.named_parameters())
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    with torch.no_grad():
+        want = trained(ids).logits
+        got = merged.float()(ids).logits
+        base = trained.get_base_model()
+        with trained.disable_adapter():
+            plain = base(ids).logits
+    assert (want - plain).abs().max() > 1e-3  # the adapter changes the output ...
+    assert torch.allclose(got, want, atol=5e-3)  # ... and the merged weights carry the change
+
+
+# ----- the base model named in a saved adapter ------------------------------------------------
+
+
+def test_cpu_run_names_the_hub_id_of_its_base_and_still_loads_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CPU run of ``smollm2`` (here a tiny model placed in the conversion cache, so the run is
+    seconds, through the same loading code) saves an adapter that names the Hub id, not the cache
+    folder; this repository's checkpoint backend still loads it offline from the cache."""
+    from transformers import AutoTokenizer
+
+    import train_grpo
+    from pipeline.agents import CheckpointBackend, GenerationSettings
+    from pipeline.hub import SMOLLM2_HUB_ID
+    from pipeline.model import build_tiny_model, resolve_name
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_name("smollm2"))
+    cache = tmp_path / "cache"
+    build_tiny_model(tokenizer).save_pretrained(cache / "smollm2-135m-instruct")
+    tokenizer.save_pretrained(cache / "smollm2-135m-instruct")
+    monkeypatch.setenv("FINCRIME_GRPO_CACHE", str(cache))
+    assert resolve_name("smollm2") == str(cache / "smollm2-135m-instruct")
+
+    out = tmp_path / "run"
+    sets = [
+        "model.backend=cpu", "model.name_or_path=smollm2", "data.envs=[support]",
+        "logging.log_completions=false", "logging.plots=false",
+    ]  # fmt: skip
+    argv = ["--dry-run", "--output-dir", str(out), *[a for s in sets for a in ("--set", s)]]
+    assert train_grpo.main(argv) == 0
+    config = json.loads((out / "final" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == SMOLLM2_HUB_ID
+    assert f"base_model: {SMOLLM2_HUB_ID}" in (out / "final" / "README.md").read_text()
+    backend = CheckpointBackend(out / "final", GenerationSettings(max_new_tokens=4))
+    assert backend.model.peft_config["default"].base_model_name_or_path == SMOLLM2_HUB_ID
