@@ -125,6 +125,7 @@ def build_grpo_config(cfg: TrainConfig, reward_weights: list[float]) -> Any:
         reward_weights=reward_weights,
     )
     if cfg.logging.project:
+        fields.setdefault("project", cfg.logging.project)  # trackio reads TrainingArguments.project
         os.environ.setdefault("WANDB_PROJECT", cfg.logging.project)
         os.environ.setdefault("TRACKIO_PROJECT", cfg.logging.project)
     if cfg.model.backend in ("cpu", "tiny"):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,13 @@ def tokenize_conversations(conversations: list[dict[str, Any]], tokenizer: Any) 
     return datasets.Dataset.from_dict(columns)
 
 
+def sft_run_name(grpo_args: Any) -> str:
+    """The warm start's run name in the tracker: the GRPO run's (or its output folder's) name,
+    ``-sft-warmup`` and the start time, so a second run never appends to the first one."""
+    name = grpo_args.run_name or Path(grpo_args.output_dir).name
+    return f"{name}-sft-warmup-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def sft_warmup(
     model: Any, tokenizer: Any, dataset: Any, steps: int, cfg: Any, grpo_args: Any
 ) -> dict[str, Any]:
@@ -198,7 +206,10 @@ def sft_warmup(
         lr_scheduler_type="constant",
         logging_steps=1,
         save_strategy="no",
-        report_to=[],
+        # Logged where the GRPO run logs (trackio, wandb, ...), as a run of its own.
+        report_to=grpo_args.report_to,
+        project=grpo_args.project,
+        run_name=sft_run_name(grpo_args),
         seed=t.get("seed", 42),
         completion_only_loss=not interactive,
         # Interactive examples arrive tokenized; their assistant_masks column becomes the labels.
