@@ -12,31 +12,50 @@ registered environment:
 - ``repeat_50``: the same valid call fifty times;
 - ``prose_only``, ``empty``: no calls at all;
 - ``huge_argument``: a decision carrying one enormous string argument;
-- ``policy:<name>``: every registered non-honest policy of the env (its played plan).
+- ``policy:<name>``: every registered non-honest policy of the env (its played plan);
+- ``flipped_decision``: the honest plan with its decision flipped (``flip_plan``);
+- ``investigate_then_majority``: the honest investigation, then always the task's majority
+  decision (the honest plan where it already decides so, else its flip to the majority);
+- ``farm_then_<decision>``: blind farming -- every non-terminal, non-harmful tool of the task
+  once per enum value, with ids from the opening -- then each possible decision;
+- ``cite_all_seen``: the honest plan citing (or flagging, freezing) every id it saw;
+- ``shallow_id_dump``: the first three honest calls, then the honest decision citing every id
+  seen so far.
 
-A completion that games the rewards would show up as a strategy whose mean total reaches the
-honest plan's; the audit test asserts a clear margin on every task.
+The per-environment knowledge (what "the decision" is and how to flip it, what a citation is)
+sits in ``flip_plan``, ``decision_of`` and ``cite_all_plan``. A completion that games the rewards
+would show up as a strategy whose mean total reaches the honest plan's; the audit test asserts a
+clear margin on every task (``margin`` over blind and wrong-decision strategies,
+``citation_margin`` over the two citation dumps). ``decision_cuts`` checks the steps-mode
+guarantee: after the same prefix the right terminal call out-scores the wrong one.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from env.base import ToolObservation, ToolSpec
 from env.registry import env_class, make, policies
-from env.rollout import play
+from env.rollout import Episode, play
 from env.seeds import split_seeds
-from pipeline.prompts import render_completion
+from rewards.components import decision_gate
+from rewards.protocol import render_completion
+from rewards.replay import CACHE
 from rewards.score import mean, score_batch
 
 HONEST = "honest"
 REFERENCE_POLICIES = ("heuristic", "oracle")
 _ID = re.compile(r"\b[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z0-9_-]*\b")
 _UNKNOWN = ("investigate_everything", "solve_case", "get_answer", "auto_resolve", "submit_all")
+# Strategies that keep the honest decision and only dump ids: held to ``citation_margin``.
+CITATION_STRATEGIES = ("cite_all_seen", "shallow_id_dump")
+SHALLOW_CALLS = 3
+FARM_ENUM_CAP = 6
 
 
 @dataclass
@@ -50,10 +69,24 @@ class AuditTable:
     n_seeds: int
     components: dict[str, dict[str, float]] = field(default_factory=dict)
 
+    cuts: dict[str, dict[str, float]] = field(default_factory=dict)
+
     def margin(self, task: str) -> tuple[float, str]:
-        """Honest mean total minus the best degenerate mean total on ``task``, and who that is."""
+        """Honest mean total minus the best blind or wrong-decision mean total on ``task``."""
+        skip = (HONEST, "policy:oracle", *CITATION_STRATEGIES)
+        return self._margin(task, [s for s in self.totals if s not in skip])
+
+    def citation_margin(self, task: str) -> tuple[float, str]:
+        """Honest mean total minus the best citation dump's (``CITATION_STRATEGIES``)."""
+        return self._margin(
+            task, [s for s in CITATION_STRATEGIES if task in self.totals.get(s, {})]
+        )
+
+    def _margin(self, task: str, strategies: list[str]) -> tuple[float, str]:
         honest = self.totals[HONEST][task]
-        rivals = {s: v[task] for s, v in self.totals.items() if s not in (HONEST, "policy:oracle")}
+        rivals = {s: self.totals[s][task] for s in strategies if task in self.totals[s]}
+        if not rivals:
+            return float("inf"), "-"
         best = max(rivals, key=rivals.get)
         return round(honest - rivals[best], 4), best
 
@@ -61,14 +94,35 @@ class AuditTable:
         head = "| strategy | " + " | ".join(self.tasks) + " |"
         lines = [head, "|" + "---|" * (len(self.tasks) + 1)]
         for strategy, per_task in self.totals.items():
-            cells = [f"{per_task[t]:.3f} (g {self.grades[strategy][t]:.2f})" for t in self.tasks]
+            cells = [
+                f"{per_task[t]:.3f} (g {self.grades[strategy][t]:.2f})" if t in per_task else "-"
+                for t in self.tasks
+            ]
             lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
         margins = [f"{t}: {self.margin(t)[0]:+.3f} vs {self.margin(t)[1]}" for t in self.tasks]
         lines.append("")
         lines.append(
-            f"Honest margin over the best degenerate ({self.n_seeds} eval seeds per task): "
+            f"Honest margin over the best blind or wrong-decision strategy ({self.n_seeds} eval "
+            "seeds per task): " + "; ".join(margins)
         )
-        lines.append("; ".join(margins))
+        cites = [
+            f"{t}: {self.citation_margin(t)[0]:+.3f} vs {self.citation_margin(t)[1]}"
+            for t in self.tasks
+            if self.citation_margin(t)[1] != "-"
+        ]
+        if cites:
+            lines += ["", "Honest margin over the citation dumps: " + "; ".join(cites)]
+        if self.cuts:
+            lines += [
+                "",
+                "Decision cuts (honest prefix, right vs wrong terminal; rows where exactly one "
+                "decision is right): "
+                + "; ".join(
+                    f"{t}: total {c['total_wins']:.1%}, grade {c['grade_wins']:.1%} of "
+                    f"{int(c['rows'])}"
+                    for t, c in self.cuts.items()
+                ),
+            ]
         if self.components:
             names = list(next(iter(self.components.values())))
             lines += ["", "Mean of each component over all tasks (unweighted; None counts 0):", ""]
@@ -175,21 +229,34 @@ def audit(
     totals: dict[str, dict[str, float]] = {}
     grades: dict[str, dict[str, float]] = {}
     parts: dict[str, dict[str, list[float]]] = {}
+    cuts: dict[str, dict[str, float]] = {}
     for task in task_list:
         rows: list[tuple[str, dict[str, Any]]] = []
+        honest: dict[int, Episode] = {}
         for seed in split_seeds(split, n_seeds):
             rng = random.Random(f"audit:{env_name}:{task}:{seed}")
             for name, factory in factories.items():
                 episode = play(env, factory(seed), task, seed)
                 label = HONEST if name == "heuristic" else f"policy:{name}"
+                if name == "heuristic":
+                    honest[seed] = episode
                 rows.append((label, _row(env_name, task, seed, render_completion(episode.plan))))
             opening = env.reset(seed=seed, task=task)
             for label, text in degenerate_completions(env_name, opening, rng).items():
                 rows.append((label, _row(env_name, task, seed, text)))
+            for label, plan in farm_plans(env_name, opening, rng).items():
+                rows.append((label, _row(env_name, task, seed, render_completion(plan))))
+        majority = majority_decision(env_name, list(honest.values()))
+        for seed, episode in honest.items():
+            for label, plan in decision_plans(env_name, episode, majority).items():
+                rows.append((label, _row(env_name, task, seed, render_completion(plan))))
         scored = score_batch([row for _, row in rows], weights)
+        cut = _cut_table([(lab, row, res) for (lab, row), res in zip(rows, scored, strict=True)])
+        if cut:
+            cuts[task] = cut
         by_strategy: dict[str, list[tuple[float, float]]] = {}
         for (label, _), result in zip(rows, scored, strict=True):
-            by_strategy.setdefault(label, []).append((result["total"], result["rewards"]["grade"]))
+            by_strategy.setdefault(label, []).append((result["total"], result["grade"] or 0.0))
             for name, value in result["rewards"].items():
                 parts.setdefault(label, {}).setdefault(name, []).append(value or 0.0)
         for label, values in by_strategy.items():
@@ -203,7 +270,327 @@ def audit(
         {k: grades[k] for k in order},
         n_seeds,
         {k: {n: round(mean(v), 4) for n, v in parts[k].items()} for k in order},
+        cuts,
     )
+
+
+def _cut_table(scored: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> dict[str, float]:
+    """Decision cuts: honest vs flipped on the same seed, where exactly one decision is right."""
+    pairs: dict[int, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for label, row, result in scored:
+        if label in (HONEST, "flipped_decision"):
+            pairs.setdefault(row["seed"], {})[label] = (row, result)
+    rows = total_wins = grade_wins = 0
+    for pair in pairs.values():
+        if len(pair) != 2:
+            continue
+        right = {
+            label: decision_gate(CACHE.outcome(r["env"], r["task"], r["seed"], r["completion"])) > 0
+            for label, (r, _) in pair.items()
+        }
+        if right[HONEST] == right["flipped_decision"]:
+            continue
+        good, bad = (HONEST, "flipped_decision") if right[HONEST] else ("flipped_decision", HONEST)
+        rows += 1
+        total_wins += pair[good][1]["total"] > pair[bad][1]["total"]
+        grade_wins += (pair[good][1]["grade"] or 0.0) > (pair[bad][1]["grade"] or 0.0)
+    if not rows:
+        return {}
+    return {"rows": rows, "total_wins": total_wins / rows, "grade_wins": grade_wins / rows}
+
+
+def decision_cuts(
+    env_name: str, task: str, n_seeds: int = 200, split: str = "eval"
+) -> list[dict[str, Any]]:
+    """Steps-mode decision cuts, scored: one row per seed where the decision can be flipped.
+
+    The prefix is every honest call before its terminal call(s) that the flipped plan shares;
+    ``right`` and ``wrong`` are the two endings (by the truth, not by the heuristic), each scored
+    as the whole plan prefix + ending -- the grade a prefix replay gives.
+    """
+    env = make(env_name)
+    heuristic = policies(env_name)["heuristic"]
+    out = []
+    for seed in split_seeds(split, n_seeds):
+        episode = play(env, heuristic(seed), task, seed)
+        flipped = flip_plan(env_name, episode)
+        if flipped is None or flipped == episode.plan:
+            continue
+        rows = [_row(env_name, task, seed, render_completion(p)) for p in (episode.plan, flipped)]
+        results = score_batch(rows)
+        right = [
+            decision_gate(CACHE.outcome(env_name, task, seed, r["completion"])) > 0 for r in rows
+        ]
+        if right[0] == right[1]:
+            continue
+        good, bad = (0, 1) if right[0] else (1, 0)
+        shared = 0
+        while (
+            shared < min(len(episode.plan), len(flipped))
+            and episode.plan[shared] == flipped[shared]
+        ):
+            shared += 1
+        out.append(
+            {
+                "seed": seed,
+                "prefix_calls": shared,
+                "right_total": results[good]["total"],
+                "wrong_total": results[bad]["total"],
+                "right_grade": results[good]["grade"],
+                "wrong_grade": results[bad]["grade"],
+            }
+        )
+    return out
+
+
+# ---------------------------------------------------------------- per-environment knowledge
+
+
+def decision_of(env_name: str, episode: Episode) -> str | None:
+    """The episode's decision as a label the flip understands (None: undecided or no decision).
+
+    AML ``file_sar``/``close_alert``; fraud defender ``fraud``/``clean`` (stopping every route
+    counts as ``fraud``), fraudster none (its only terminal call is the getaway); gang
+    ``gang``/``no_gang`` (flags or none); support the resolution; ops expenses the majority
+    verdict of its ``decide_expense`` calls, scheduling ``booked``/``no_slot``, incident the
+    closing outcome.
+    """
+    report = episode.report
+    if report is None or not report.decision_reached:
+        return None
+    if env_name == "fraud":
+        if episode.task != "defender":
+            return None
+        return "clean" if report.grade.decision == "clean" else "fraud"
+    if env_name == "ops" and episode.task == "expenses":
+        verdicts = [
+            c["arguments"].get("verdict") for c in episode.plan if c["tool"] == "decide_expense"
+        ]
+        return Counter(verdicts).most_common(1)[0][0] if verdicts else None
+    return report.grade.decision
+
+
+def majority_decision(env_name: str, episodes: list[Episode]) -> str | None:
+    """The most common honest decision of the task (a proxy for the majority truth)."""
+    labels = [d for d in (decision_of(env_name, e) for e in episodes) if d is not None]
+    return Counter(labels).most_common(1)[0][0] if labels else None
+
+
+_OTHER = {
+    "file_sar": "close_alert",
+    "close_alert": "file_sar",
+    "fraud": "clean",
+    "clean": "fraud",
+    "gang": "no_gang",
+    "no_gang": "gang",
+    "refunded": "denied",
+    "denied": "refunded",
+    "escalated": "resolved",
+    "resolved": "escalated",
+    "booked": "no_slot",
+    "no_slot": "booked",
+    "mitigated": "false_alarm",
+    "false_alarm": "mitigated",
+    "approve": "reject",
+    "reject": "approve",
+    "flag": "approve",
+}
+
+
+def flip_plan(
+    env_name: str, episode: Episode, target: str | None = None
+) -> list[dict[str, Any]] | None:
+    """The honest plan ending in ``target`` (default: the opposite decision), arguments filled
+    from the episode; None where the episode has no decision to flip."""
+    current = decision_of(env_name, episode)
+    if current is None:
+        return None
+    explicit = target
+    target = target or _OTHER.get(current)
+    if target is None or target == current:
+        return list(episode.plan)
+    plan = [dict(c) for c in episode.plan]
+    body, last = _split_terminal(env_name, episode)
+    seen = ids_seen(episode)
+    if env_name == "aml":
+        text = last["arguments"].get("findings") or last["arguments"].get("reason") or ""
+        if target == "close_alert":
+            return body + [_call("close_alert", reason=text or "Activity explained.")]
+        typology = _enum(env_name, "file_sar", "typology")[0]
+        subject = episode.observations[0].result.get("subject_id", seen[0] if seen else "X-1")
+        return body + [
+            _call("file_sar", findings=text, typology=typology, entities_involved=[subject])
+        ]
+    if env_name == "fraud":
+        return body + [_call("close_case", verdict=target)]
+    if env_name == "gang":
+        if target == "no_gang":
+            return [c for c in body if c["tool"] not in ("flag", "unflag")] + [last]
+        accounts = [i for i in seen if re.fullmatch(r"u\d+", i)]
+        return body + [_call("flag", account_id=a) for a in accounts] + [last]
+    if env_name == "support":
+        return body + [_call("close_ticket", resolution=target)]
+    if env_name == "ops":
+        if episode.task == "expenses":
+            # the decision is every expense verdict: all flipped, or all set to the majority's
+            for call in plan:
+                if call["tool"] == "decide_expense":
+                    verdict = call["arguments"].get("verdict")
+                    new = _OTHER.get(verdict, verdict) if explicit is None else explicit
+                    call["arguments"] = {**call["arguments"], "verdict": new}
+            return plan
+        if episode.task == "scheduling":
+            if target == "no_slot":
+                return body + [_call("report_no_slot", reason="No slot fits the attendees.")]
+            slot = _first_slot(episode)
+            return body + [_call("book_meeting", start_utc=slot)]
+        return body + [_call("close_incident", outcome=target)]
+    return None
+
+
+def cite_all_plan(
+    env_name: str, episode: Episode, calls: int | None = None
+) -> list[dict[str, Any]] | None:
+    """The honest plan (or its first ``calls`` calls and its decision) citing every id seen.
+
+    AML: every id appended to the SAR findings or the closing reason; support: to the last
+    reply; ops incident: to the postmortem; gang: every account flagged; fraud defender: every
+    account frozen. None where the environment cites nothing.
+    """
+    if decision_of(env_name, episode) is None and env_name != "support":
+        return None
+    body, last = _split_terminal(env_name, episode)
+    if calls is not None:
+        body = body[:calls]
+        seen = ids_seen(episode, upto=calls)
+    else:
+        seen = ids_seen(episode)
+    dump = " Evidence: " + ", ".join(seen)
+    if env_name == "aml":
+        key = "findings" if last["tool"] == "file_sar" else "reason"
+        text = str(last["arguments"].get(key, ""))
+        return body + [{**last, "arguments": {**last["arguments"], key: text + dump}}]
+    if env_name == "gang":
+        accounts = [i for i in seen if re.fullmatch(r"u\d+", i)]
+        return body + [_call("flag", account_id=a) for a in accounts] + [last]
+    if env_name == "fraud":
+        accounts = [i for i in seen if re.fullmatch(r"U\d+", i)]
+        return body + [_call("freeze", account_id=a) for a in accounts] + [last]
+    tool, key = {
+        "support": ("reply_to_customer", "message"),
+        "ops": ("publish_postmortem", "summary"),
+    }[env_name]
+    hits = [i for i, c in enumerate(body) if c["tool"] == tool]
+    if not hits:
+        if calls is None:
+            return None
+        body = body + [_call(tool, **{key: ""})]
+        hits = [len(body) - 1]
+    i = hits[-1]
+    text = str(body[i]["arguments"].get(key, ""))
+    body[i] = {**body[i], "arguments": {**body[i]["arguments"], key: text + dump}}
+    return body + [last]
+
+
+def decision_plans(
+    env_name: str, episode: Episode, majority: str | None
+) -> dict[str, list[dict[str, Any]]]:
+    """The decision and citation strategies built from one honest episode."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    flipped = flip_plan(env_name, episode)
+    if flipped is not None:
+        out["flipped_decision"] = flipped
+        out["investigate_then_majority"] = flip_plan(env_name, episode, majority) or flipped
+    cited = cite_all_plan(env_name, episode)
+    if cited is not None:
+        out["cite_all_seen"] = cited
+        shallow = cite_all_plan(env_name, episode, calls=SHALLOW_CALLS)
+        if shallow is not None:
+            out["shallow_id_dump"] = shallow
+    return out
+
+
+def farm_plans(
+    env_name: str, observation: ToolObservation, rng: random.Random
+) -> dict[str, list[dict[str, Any]]]:
+    """Blind farming: every non-terminal, non-harmful tool of the task (once per enum value of
+    its first enum argument, up to ``FARM_ENUM_CAP``) with ids from the opening, then each
+    decision (every terminal tool of the task, once per enum value)."""
+    specs = env_class(env_name).tool_specs()
+    allowed = (
+        (observation.result or {}).get("tools_for_this_task")
+        if isinstance(observation.result, dict)
+        else None
+    )
+    specs = [s for s in specs if not allowed or s.name in allowed]
+    ids = _ids(observation)
+    farm: list[dict[str, Any]] = []
+    for spec in specs:
+        if spec.terminal or spec.kind == "harmful":
+            continue
+        for args in _enum_variants(spec, ids, rng):
+            farm.append({"tool": spec.name, "arguments": args})
+    out = {}
+    for spec in specs:
+        if not spec.terminal or spec.kind == "harmful":
+            continue
+        for args in _enum_variants(spec, ids, rng):
+            values = [str(v) for k, v in args.items() if _is_enum(spec, k)]
+            label = "farm_then_" + "_".join([spec.name, *values])
+            out[label] = farm + [{"tool": spec.name, "arguments": args}]
+    return out
+
+
+def _is_enum(spec: ToolSpec, name: str) -> bool:
+    return "enum" in spec.parameters.get("properties", {}).get(name, {})
+
+
+def _enum_variants(spec: ToolSpec, ids: list[str], rng: random.Random) -> list[dict[str, Any]]:
+    base = fill_arguments(spec, ids, rng)
+    enums = [k for k in spec.parameters.get("properties", {}) if _is_enum(spec, k) and k in base]
+    if not enums:
+        return [base]
+    values = spec.parameters["properties"][enums[0]]["enum"][:FARM_ENUM_CAP]
+    return [{**base, enums[0]: v} for v in values]
+
+
+def _enum(env_name: str, tool: str, argument: str) -> list[Any]:
+    spec = env_class(env_name).tool_specs_by_name()[tool]
+    return list(spec.parameters["properties"][argument].get("enum", []))
+
+
+def _call(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool": tool, "arguments": arguments}
+
+
+def _split_terminal(env_name: str, episode: Episode) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The honest calls before the decision, and the decision call (a fraud defender whose freezes
+    ended the episode gets the ``close_case`` it would have written)."""
+    plan = [dict(c) for c in episode.plan]
+    specs = env_class(env_name).tool_specs_by_name()
+    if plan and specs.get(plan[-1]["tool"]) is not None and specs[plan[-1]["tool"]].terminal:
+        return plan[:-1], plan[-1]
+    if env_name == "fraud":
+        return plan[:-1], _call("close_case", verdict="fraud")
+    return plan, plan[-1] if plan else _call("noop")
+
+
+def ids_seen(episode: Episode, upto: int | None = None) -> list[str]:
+    """Every id in the episode's observations (the opening and the first ``upto`` results)."""
+    seen: dict[str, None] = {}
+    observations = episode.observations if upto is None else episode.observations[: upto + 1]
+    for obs in observations:
+        for match in _ID.findall(f"{obs.message} {obs.result}"):
+            seen.setdefault(match, None)
+    return list(seen)
+
+
+def _first_slot(episode: Episode) -> str:
+    for obs in episode.observations:
+        found = re.search(r"20\d\d-\d\d-\d\d \d\d:\d\d", f"{obs.message} {obs.result}")
+        if found:
+            return found.group(0)
+    return "2026-03-02 09:00"
 
 
 def _row(env_name: str, task: str, seed: int, completion: str) -> dict[str, Any]:

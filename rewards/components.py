@@ -9,11 +9,21 @@ report, so no signal is counted twice:
   a call 0.05 < unknown tool < bad arguments < valid), plus whether the plan ends with exactly one
   terminal call. Prose or nothing -> 0.
 - ``investigation_reward``: the environment's ``evidence_coverage`` -- hidden, case-relevant
-  evidence actually revealed before the decision. Dummy calls reveal nothing, so earn nothing.
-- ``execution_reward``: the sum of the per-step rewards of the replay, and nothing else.
-- ``grade_reward``: the terminal grade; 0 when no decision was reached.
-- ``os_mechanics_reward``: the environment's ``os_mechanics`` effect metric (AML), or ``None``
-  for environments that do not measure one (TRL then ignores it for that row).
+  evidence actually revealed before the decision -- times the decision gate. Dummy calls reveal
+  nothing, so earn nothing.
+- ``execution_reward``: the sum of the per-step rewards of the replay, its positive part times the
+  decision gate (costs and penalties always count).
+- ``grade_reward``: the terminal grade; 0 when no decision was reached; a wrong decision scores
+  ``-WRONG_DECISION_PENALTY`` (``gate * grade - (1 - gate) * penalty``).
+- ``os_mechanics_reward``: the environment's ``os_mechanics`` effect metric (AML) times the decision
+  gate, or ``None`` for environments that do not measure one (TRL then ignores it for that row).
+
+The decision first (``decision_gate``): every part that does not depend on the decision (evidence
+revealed, OS mechanics, positive step shaping) pays only as far as the decision was right. The
+gate is the grade's decision component (``decision``, ``resolution``, ``outcome`` or
+``accuracy``, the first the environment reports) and 0 without a decision, so farming cannot lift
+a wrong decision above a right one, and the grade of a wrong decision is a penalty, not a small
+positive. rewards/README.md gives the numbers.
 
 They never raise: a row that cannot be scored gets 0 and the reason is logged; parse errors go to
 TRL's ``log_metric`` / ``log_extra`` when the trainer passes them.
@@ -32,6 +42,33 @@ logger = logging.getLogger(__name__)
 FORMAT_PROTOCOL_SHARE = 0.3  # share of the format reward for ending with one terminal call
 FORMAT_ATTEMPT = 0.05  # no call read, but a JSON object or <tool_call> tag was attempted
 INVESTIGATION_CAP = 1.0  # coverage above this earns nothing more
+WRONG_DECISION_PENALTY = 1.5  # grade_reward of a wrong decision is minus this (weighted: -3.0)
+# The grade component that says whether the decision was right, first found wins.
+DECISION_COMPONENTS = ("decision", "resolution", "outcome", "accuracy")
+
+
+def decision_gate(item: Outcome) -> float:
+    """How right the episode's decision was, in [0, 1]; 0 without a decision.
+
+    Read from the grade's decision component (the first of ``DECISION_COMPONENTS`` the
+    environment reports: 1 or 0 for a single decision, the share of right verdicts for ops
+    expenses); an environment reporting none of them gates on the decision alone.
+    """
+    report = item.report
+    if report is None or not report.decision_reached:
+        return 0.0
+    parts = report.grade.components
+    for name in DECISION_COMPONENTS:
+        if name in parts:
+            return min(1.0, max(0.0, float(parts[name])))
+    return 1.0
+
+
+def decision_wrong(item: Outcome) -> bool:
+    """A decision was reached and it was wholly wrong (its gate is 0)."""
+    return bool(item.report is not None and item.report.decision_reached) and not decision_gate(
+        item
+    )
 
 
 def outcomes(completions: Sequence[Any], **kwargs: Any) -> list[Outcome]:
@@ -109,25 +146,36 @@ def investigation_reward(prompts: Sequence[Any], completions: Sequence[Any], **k
 
 def _investigation(item: Outcome) -> float:
     coverage = float(item.report.metrics.get("evidence_coverage", 0.0))
-    return min(max(coverage, 0.0), INVESTIGATION_CAP)
+    return round(min(max(coverage, 0.0), INVESTIGATION_CAP) * decision_gate(item), 6)
 
 
 def execution_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
-    """Sum of the replay's per-step environment rewards (costs, penalties, shaping) only."""
-    return _safe(
-        "execution_reward",
-        lambda item: round(float(sum(item.report.step_rewards)), 6),
-        outcomes(completions, **kwargs),
-    )
+    """Sum of the replay's per-step environment rewards (costs, penalties, shaping) only; the
+    positive steps count times the decision gate, the negative ones always."""
+    return _safe("execution_reward", _execution, outcomes(completions, **kwargs))
+
+
+def _execution(item: Outcome) -> float:
+    steps = [float(r) for r in item.report.step_rewards]
+    gained = sum(r for r in steps if r > 0)
+    lost = sum(r for r in steps if r < 0)
+    return round(lost + gained * decision_gate(item), 6)
+
+
+def _grade(item: Outcome) -> float:
+    """gate * grade - (1 - gate) * penalty: the grade when right, minus the penalty when wrong,
+    and in between the share of right verdicts (ops expenses) weighs the two."""
+    if not item.report.decision_reached:
+        return 0.0
+    gate = decision_gate(item)
+    grade = float(item.report.grade.total)
+    return round(gate * grade - (1.0 - gate) * WRONG_DECISION_PENALTY, 6)
 
 
 def grade_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
-    """The episode's terminal grade in [0, 1]; 0 when the calls never reach a decision."""
-    return _safe(
-        "grade_reward",
-        lambda item: float(item.report.grade.total) if item.report.decision_reached else 0.0,
-        outcomes(completions, **kwargs),
-    )
+    """The episode's terminal grade in [0, 1]; 0 when the calls never reach a decision and
+    ``-WRONG_DECISION_PENALTY`` when the decision is wrong."""
+    return _safe("grade_reward", _grade, outcomes(completions, **kwargs))
 
 
 def os_mechanics_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
@@ -135,6 +183,8 @@ def os_mechanics_reward(prompts: Sequence[Any], completions: Sequence[Any], **kw
     scores: list[float | None] = []
     for item in outcomes(completions, **kwargs):
         value = None if item.broken else item.report.metrics.get("os_mechanics")
+        if value is not None:
+            value = float(value) * decision_gate(item)
         scores.append(None if value is None and not item.broken else float(value or 0.0))
     return scores
 

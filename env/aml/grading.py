@@ -4,13 +4,16 @@ Components, each in [0, 1]:
 - decision: SAR on a suspicious case or closure of a clean one.
 - entity_f1: F1 of the SAR's entities against the case's (suspicious cases, right decision only).
 - typology: the SAR names the right typology (suspicious cases, right decision only).
-- key_findings: share of the case's key facts whose evidence ids the findings (or the closing
-  reason) cite. On a clean case there are no entities or typology to name, so their weights move
-  here: the exculpatory evidence is the whole case for closing.
+- key_findings: F-beta (beta 2) of the citations: recall = share of the case's key facts whose evidence ids
+  the findings (or the closing reason) cite, precision = share of the cited case ids that are
+  evidence of a key fact (citing every id seen does not pay). On a clean case there are no
+  entities or typology to name, so their weights move here: the exculpatory evidence is the
+  whole case for closing.
 - efficiency: steps saved below the limit, only with the right decision (speed to a wrong answer
   is worth nothing).
-- os_mechanics: measured from effects (see ``os_mechanics``).
-Without a decision only os_mechanics can score, and it weighs 0.10: an undecided episode is low.
+- os_mechanics: measured from effects (see ``os_mechanics``), only with the right decision (good
+  memory habits on the way to a wrong answer are worth nothing).
+Without the right decision every component is 0.
 Each signal feeds one component only.
 """
 
@@ -43,15 +46,29 @@ def _f1(predicted: set[str], truth: set[str]) -> float:
     if not hit:
         return 0.0
     precision, recall = hit / len(predicted), hit / len(truth)
-    return 2 * precision * recall / (precision + recall)
+    return (1 + CITATION_BETA**2) * precision * recall / (CITATION_BETA**2 * precision + recall)
+
+
+# F-beta of the citations: beta 2 weighs recall four times precision, so an honest note that also
+# names the exculpatory checks it ran (one or two ids beyond the key facts) keeps most of its
+# credit, while a dump of every id seen (precision ~0.1) loses about two thirds.
+CITATION_BETA = 2.0
 
 
 def cited_facts(world: World, text: str) -> float:
-    """Share of key facts with at least one evidence id cited in ``text``."""
+    """F-beta (``CITATION_BETA``) of the citations in ``text``: recall over the key facts (a fact counts when one of its
+    evidence ids is cited), precision over the cited ids (an id that is evidence of no key fact
+    lowers it; the alert's subject is the case itself and is neutral)."""
     if not world.facts:
         return 0.0
     cited = set(ID_PATTERN.findall(text or ""))
-    return sum(1 for ids in world.facts.values() if not ids.isdisjoint(cited)) / len(world.facts)
+    recall = sum(1 for ids in world.facts.values() if not ids.isdisjoint(cited)) / len(world.facts)
+    if not recall:
+        return 0.0
+    evidence = set().union(*world.facts.values())
+    named = {i for i in cited if i != world.subject} | (cited & evidence)
+    precision = len(named & evidence) / len(named) if named else 1.0
+    return (1 + CITATION_BETA**2) * precision * recall / (CITATION_BETA**2 * precision + recall)
 
 
 def grade(
@@ -69,9 +86,10 @@ def grade(
         decision == "close_alert" and not suspicious
     )
     parts = dict.fromkeys(("decision", "entity_f1", "typology", "key_findings", "efficiency"), 0.0)
-    parts["os_mechanics"] = os_score
+    parts["os_mechanics"] = 0.0
     if right:
         parts["decision"] = 1.0
+        parts["os_mechanics"] = os_score
         span = max(1, cfg.max_steps - cfg.efficient_steps)
         parts["efficiency"] = min(1.0, max(0.0, (cfg.max_steps - steps) / span))
         if suspicious and sar is not None:

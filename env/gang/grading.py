@@ -3,7 +3,9 @@
 With a gang: precision = flagged gang members / flagged accounts (0 for an empty set), recall =
 flagged gang members / gang size. Clean episode (no gang): the right answer is the empty set, so
 precision and recall both equal ``1 - false_flags / clean_fp_tolerance`` (floored at 0).
-``efficiency`` = share of the step limit left unused. No decision (step limit) => total 0.
+``efficiency`` = share of the step limit left unused, only when the submitted call ("gang" or
+"no_gang", below) is right: speed to a wrong answer is worth nothing. No decision (step limit)
+=> total 0.
 ``success`` (reported, not weighted) is the reference's win rule: recall and precision at or above
 the task's thresholds. ``decision`` (reported, not weighted) is 1 when the submitted call -- "gang"
 (some flags) or "no_gang" (none) -- matches the world.
@@ -31,7 +33,8 @@ def grade_flags(
         recall = hits / len(gang)
     else:
         precision = recall = max(0.0, 1.0 - len(flagged) / config.clean_fp_tolerance)
-    efficiency = max(0.0, 1.0 - steps / max_steps)
+    right_call = bool(flagged) == bool(gang)
+    efficiency = max(0.0, 1.0 - steps / max_steps) if right_call else 0.0
     success = float(recall >= task.recall_to_win and precision >= task.precision_to_win)
     weights = config.weight_recall + config.weight_precision + config.weight_efficiency
     total = (
@@ -44,7 +47,7 @@ def grade_flags(
         "recall": round(recall, 4),
         "efficiency": round(efficiency, 4),
         "success": success if decided else 0.0,
-        "decision": float(decided and bool(flagged) == bool(gang)),
+        "decision": float(decided and right_call),
     }
     return Grade(
         total=round(min(1.0, total), 4) if decided else 0.0,

@@ -6,6 +6,7 @@ before the customer's records were fetched, is a process violation even if the a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from env.base import Grade
@@ -52,7 +53,9 @@ def grade(world: SupportWorld, act: Activity, resolution: str | None, cfg: Suppo
     components = {
         "refund": float(refund_ok),
         "escalation": float(escalation_ok),
-        "reply": fact_coverage(reply, truth.reply_facts, cfg.max_reply_chars, truth.reply_avoid),
+        "reply": fact_coverage(
+            reply, truth.reply_facts, cfg.max_reply_chars, truth.reply_avoid, own_ids(world)
+        ),
         "resolution": float(resolution == truth.resolution),
         "process": (max(0.0, 1.0 - cfg.violation_cost * act.violations) if act.fetched else 0.0),
     }
@@ -70,6 +73,11 @@ def grade(world: SupportWorld, act: Activity, resolution: str | None, cfg: Suppo
     return Grade(
         total=round(min(1.0, max(0.0, total)), 4), components=components, decision=resolution
     )
+
+
+def own_ids(world: SupportWorld) -> list[str]:
+    """The ticket's own record ids (its customer, its order): naming them in a reply is neutral."""
+    return re.findall(r"\b[A-Z]{1,4}-\d{2,}\b", str(world.ticket))
 
 
 def evidence_coverage(world: SupportWorld, act: Activity) -> float:
