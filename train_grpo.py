@@ -194,14 +194,17 @@ def _user_training_keys(overrides: list[str]) -> dict[str, Any]:
 
 def collect_overrides(args: argparse.Namespace, grpo: list[str] | None = None) -> list[str]:
     """Dry-run defaults, then ``--set``, then the TRL flags (``grpo``), then the shortcut flags:
-    later ones win. A dry run asked for another ``num_generations`` gets a batch of one group."""
+    later ones win. A dry run asked for another ``num_generations`` G generates one group of G
+    and trains it in micro-batches of 2 (1 for an odd G): the default dry run's memory."""
     user = args.overrides + list(grpo or [])
     overrides = list(DRY_RUN_OVERRIDES) if args.dry_run else []
     if args.dry_run:
         chosen = _user_training_keys(user)
         groups = chosen.get("num_generations")
-        if isinstance(groups, int) and not any(key in chosen for key in BATCH_KEYS):
-            overrides.append(f"training.per_device_train_batch_size={groups}")
+        if isinstance(groups, int) and groups > 0 and not any(k in chosen for k in BATCH_KEYS):
+            micro = 2 if groups % 2 == 0 else 1
+            overrides.append(f"training.per_device_train_batch_size={micro}")
+            overrides.append(f"training.steps_per_generation={groups // micro}")
     overrides += user
     if args.mode:
         overrides.append(f"data.mode={args.mode}")

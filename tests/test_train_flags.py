@@ -85,5 +85,7 @@ def test_dry_run_with_trl_flags_trains_with_them(tmp_path: Path) -> None:
     rates = [row["learning_rate"] for row in state["log_history"] if "learning_rate" in row]
     assert rates and all(rate == pytest.approx(5e-6) for rate in rates)  # constant schedule
     batches = [json.loads(line) for line in (out / "prompts_seen.jsonl").read_text().splitlines()]
-    assert batches and all(len(b["seed"]) == 4 and len(set(b["seed"])) == 1 for b in batches)
+    # one group of 4 completions of one prompt, trained over the 2 steps in micro-batches of 2
+    assert len(batches) == 1 and len(batches[0]["seed"]) == 4 and len(set(batches[0]["seed"])) == 1
+    assert args.per_device_train_batch_size == 2 and args.steps_per_generation == 2
     assert (out / "final" / "adapter_model.safetensors").exists()
