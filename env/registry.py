@@ -49,6 +49,17 @@ def make(name: str, **config: Any) -> ToolEnvironment:
     return env_class(name)(**config)
 
 
+def references(name: str) -> dict[str, Callable[..., Any]]:
+    """Steps-mode reference policies of an environment (``REFERENCES`` beside ``POLICIES``):
+    ``reference`` (whose call choices must not reveal the verdict) and ``blind_decision`` (the
+    same with a coin-flip decision). An environment without its own table uses its heuristic."""
+    module, _, _ = _POLICIES[name].partition(":") if name in _POLICIES else ("", "", "")
+    env_class(name)
+    table = dict(getattr(import_module(module), "REFERENCES", {}))
+    table.setdefault("reference", policies(name)["heuristic"])
+    return table
+
+
 def policies(name: str) -> dict[str, Callable[..., Any]]:
     """Policy factories of an environment: ``{"heuristic": factory, ...}``; factory(seed) -> Policy."""
     env_class(name)

@@ -29,7 +29,7 @@ import yaml
 
 from pipeline.model import BACKENDS, LORA_TARGETS
 
-MODES = ("plan", "interactive")
+MODES = ("plan", "interactive", "steps")
 REWARD_KEYS = ("format", "investigation", "execution", "grade", "os_mechanics")
 REPORT_TO = ("none", "wandb", "trackio", "tensorboard")
 
@@ -129,7 +129,15 @@ class DataSection:
     seed_offset: int = 0
     """First seed inside the split, to train on fresh episodes in a second run."""
     mode: str = "plan"
-    """plan (one completion = whole tool plan, replayed) | interactive (model sees tool results)."""
+    """plan (one completion = whole tool plan, replayed) | interactive (model sees tool results) |
+    steps (prompts cut along reference trajectories, with results; pipeline/steps.py)."""
+    cuts: str = "decision"
+    """steps mode: decision (before the reference's terminal call) | all | random:N."""
+    detour: float = 0.0
+    """steps mode: probability that a reference call is replaced by a random error-free call."""
+    result_style: str = "full"
+    """full (one-line JSON) | compact (pipeline/compact.py: record lists as tables, lossless) tool
+    results, in steps prompts, interactive play and evaluation alike."""
     prompt_style: str = "full"
     """full | compact: tool list with descriptions or signatures only, in plan prompts
     (pipeline/prompts.py) and in the qwen2_5 chat template of interactive ones
@@ -337,9 +345,19 @@ def validate(cfg: TrainConfig) -> None:
     if m.chat_template not in ("qwen2_5", "native"):
         raise ConfigError("model.chat_template must be qwen2_5 or native")
     if d.mode not in MODES:
-        raise ConfigError(f"data.mode {d.mode!r}: choose plan or interactive")
+        raise ConfigError(f"data.mode {d.mode!r}: choose {', '.join(MODES)}")
     if d.prompt_style not in ("full", "compact"):
         raise ConfigError(f"data.prompt_style {d.prompt_style!r}: choose full or compact")
+    if d.result_style not in ("full", "compact"):
+        raise ConfigError(f"data.result_style {d.result_style!r}: choose full or compact")
+    if not 0.0 <= float(d.detour) <= 1.0:
+        raise ConfigError(f"data.detour {d.detour!r}: a probability in [0, 1]")
+    try:
+        from pipeline.steps import parse_cuts
+
+        parse_cuts(d.cuts)
+    except ValueError as exc:
+        raise ConfigError(f"data.cuts: {exc}") from None
     if not d.envs:
         raise ConfigError("data.envs is empty: name at least one environment (e.g. [aml])")
     if d.n_train < 1 or d.n_eval < 0:

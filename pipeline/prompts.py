@@ -4,7 +4,7 @@ The system prompt is the only place a model learns the tools and the output prot
 generated from the environment class (``instructions`` and ``ToolSpec``s) and never written by
 hand: a new tool shows up in every prompt the moment it is defined.
 
-Two modes (shared/DESIGN.md):
+Three modes (shared/DESIGN.md):
 
 - ``plan``: the model sees only the opening observation and writes the whole investigation in one
   reply, every call as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, ending with
@@ -13,6 +13,14 @@ Two modes (shared/DESIGN.md):
   the prompt omits the tool list and asks for one call per turn. The dataset's user message is
   then a short header; the adapter's ``reset()`` returns ``render_observation(opening)`` and TRL
   appends it to that message.
+- ``steps``: the prompt is an interactive conversation cut at some point of a reference trajectory
+  (``pipeline.steps``): the same user message (header + opening), every earlier call as an assistant
+  tool call and its result as a tool message. The system prompt lists the tools as plan mode does
+  (TRL must not run the reply's calls, so no ``tools=`` reaches the chat template) and asks for the
+  rest of the investigation as a plan ending in one terminal call.
+
+Tool results are rendered in one of ``RESULT_STYLES``: ``full`` (one-line JSON) or ``compact``
+(``pipeline.compact``: record lists as tables, lossless, about half the tokens).
 """
 
 from __future__ import annotations
@@ -23,8 +31,10 @@ from typing import Any
 
 from env.base import ToolObservation, ToolSpec
 from env.registry import env_class
+from pipeline.compact import compact_text
 
-MODES = ("plan", "interactive")
+MODES = ("plan", "interactive", "steps")
+RESULT_STYLES = ("full", "compact")
 PROMPT_STYLES = ("full", "compact")
 """``full`` lists each tool with its description and argument notes (~1.4k SmolLM2 tokens for
 AML); ``compact`` lists signatures only (~0.7k): on a CPU, decoding cost grows with the context
@@ -49,6 +59,17 @@ _INTERACTIVE_FORMAT = (
     "Call the tools one at a time; after each call you receive its result and then choose the "
     "next call. Ids you need come from earlier results. Finish with exactly one terminal tool "
     "({terminals}), which ends the case."
+)
+
+
+_STEPS_FORMAT = (
+    "## Output format\n"
+    "The conversation shows the calls made so far and their results. Write the rest of the case "
+    "in this one reply: every remaining call on its own line as\n"
+    '<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>\n'
+    "in the order they should run, taking ids and amounts from the case and the results above, "
+    "and end with exactly one terminal tool ({terminals}); nothing after it runs. When the "
+    "results already settle the case, the terminal call alone is the whole reply."
 )
 
 
@@ -108,7 +129,7 @@ def system_prompt(env_name: str, mode: str = "plan", style: str = "full") -> str
     specs = cls.tool_specs()
     terminals = ", ".join(s.name for s in specs if s.terminal) or "a terminal tool"
     parts = [cls.instructions.strip() or f"You are an agent in the {env_name} environment."]
-    if mode == "plan":
+    if mode in ("plan", "steps"):
         by_kind: dict[str, list[ToolSpec]] = {}
         for spec in specs:
             by_kind.setdefault("terminal" if spec.terminal else spec.kind, []).append(spec)
@@ -119,21 +140,33 @@ def system_prompt(env_name: str, mode: str = "plan", style: str = "full") -> str
             for spec in group:
                 tool_text.extend(_tool_lines(spec, style))
         parts.append("\n".join(tool_text))
-        parts.append(_PLAN_FORMAT.format(terminals=terminals, example=_example_call(specs)))
+        if mode == "plan":
+            parts.append(_PLAN_FORMAT.format(terminals=terminals, example=_example_call(specs)))
+        else:
+            parts.append(_STEPS_FORMAT.format(terminals=terminals))
     else:
         parts.append(_INTERACTIVE_FORMAT.format(terminals=terminals))
     return "\n\n".join(parts)
 
 
-def render_observation(observation: ToolObservation) -> str:
-    """An observation as readable text for a user or tool message (no hidden truth is added)."""
+def render_observation(observation: ToolObservation, style: str = "full") -> str:
+    """An observation as readable text for a user or tool message (no hidden truth is added).
+
+    ``style`` is a ``RESULT_STYLES`` name: ``compact`` writes the result in ``pipeline.compact``'s
+    lossless table form instead of one-line JSON."""
+    if style not in RESULT_STYLES:
+        raise ValueError(f"unknown result style {style!r}; choose from {', '.join(RESULT_STYLES)}")
     lines = []
     if observation.message and observation.message != f"error: {observation.error}":
         lines.append(observation.message)  # the base env repeats a bare error as the message
     if observation.error:
         lines.append(f"Error: {observation.error}")
     if observation.result is not None:
-        lines.append(_render_value(observation.result))
+        lines.append(
+            compact_text(observation.result)
+            if style == "compact"
+            else _render_value(observation.result)
+        )
     if not observation.done:
         lines.append(f"Steps left: {observation.steps_left}.")
     return "\n\n".join(lines)
@@ -146,12 +179,18 @@ def _render_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def user_message(env_name: str, task: str, observation: ToolObservation, mode: str) -> str:
-    """The dataset's user message: the rendered opening (plan) or a header (interactive)."""
+def user_message(
+    env_name: str, task: str, observation: ToolObservation, mode: str, result_style: str = "full"
+) -> str:
+    """The dataset's user message: the rendered opening (plan), a header that TRL completes with
+    the opening (interactive), or that header with the opening already in it (steps)."""
     header = f"Environment: {env_name}. Task: {task}."
-    if mode == "interactive":
-        return header + " The case follows; investigate it with the tools.\n\n"
-    return f"{header}\n\n{render_observation(observation)}"
+    if mode in ("interactive", "steps"):
+        head = header + " The case follows; investigate it with the tools.\n\n"
+        return (
+            head if mode == "interactive" else head + render_observation(observation, result_style)
+        )
+    return f"{header}\n\n{render_observation(observation, result_style)}"
 
 
 def render_completion(plan: list[Any]) -> str:

@@ -100,10 +100,15 @@ def build_datasets(cfg: TrainConfig) -> tuple[Any, Any | None]:
     from pipeline.dataset import build_dataset
 
     d = cfg.data
+    steps = {"cuts": d.cuts, "detour": d.detour, "result_style": d.result_style}
     style = d.prompt_style
-    train = build_dataset(d.envs, d.tasks, d.n_train, "train", d.seed_offset, d.mode, style)
+    train = build_dataset(
+        d.envs, d.tasks, d.n_train, "train", d.seed_offset, d.mode, style, **steps
+    )
     evaluation = (
-        build_dataset(d.envs, d.tasks, d.n_eval, "eval", 0, d.mode, style) if d.n_eval > 0 else None
+        build_dataset(d.envs, d.tasks, d.n_eval, "eval", 0, d.mode, style, **steps)
+        if d.n_eval > 0
+        else None
     )
     if d.mode == "interactive" and len(set(d.envs)) > 1:
         from pipeline.interactive import add_environment_column
@@ -191,7 +196,7 @@ def build_trainer(
     if cfg.model.backend in ("cpu", "tiny"):
         from pipeline.cpu_generation import fast_sampling_trainer, terminal_tools
 
-        plan = cfg.data.mode == "plan"
+        plan = cfg.data.mode in ("plan", "steps")  # replies that end at their decision
         terminal = terminal_tools(cfg.data.envs) if plan else None
         GRPOTrainer = fast_sampling_trainer(GRPOTrainer, terminal)  # noqa: N806 (TRL's class)
     trainer = GRPOTrainer(

@@ -132,25 +132,51 @@ def heuristic_conversations(dataset: Any) -> list[dict[str, Any]]:
     arguments as ``null`` (~130 tokens a call instead of ~30, and calls the environment rejects)."""
     from pipeline.interactive import tool_schemas
     from pipeline.prompts import render_observation
+    from pipeline.steps import tool_turns
 
     rows, schemas = [], {}
     for row, _, episode in _heuristic_episodes(dataset):
         *head, user = row["prompt"]
         opening = render_observation(episode.observations[0])
         messages = [*head, {**user, "content": user["content"] + opening}]
-        for action, observation in zip(episode.actions, episode.observations[1:], strict=True):
-            call = {
-                "type": "function",
-                "function": {"name": action.tool, "arguments": dict(action.arguments)},
-            }
-            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-            messages.append(
-                {"role": "tool", "name": action.tool, "content": render_observation(observation)}
-            )
+        messages += tool_turns(episode.actions, episode.observations[1:])
         if row["env"] not in schemas:  # one env's schemas serve all its rows
             schemas[row["env"]] = tool_schemas(row["env"])
         rows.append({"messages": messages, "tools": schemas[row["env"]]})
     return rows
+
+
+def blind_decision_examples(dataset: Any) -> Any:
+    """Steps mode: each training row's prompt with the rest of its episode as played by the env's
+    ``blind_decision`` reference, whose decision is a seeded coin flip independent of the evidence
+    (its other fields filled as the reference fills them for that decision). It teaches what a
+    reply from a cut looks like and that it ends in a decision, not which decision the evidence
+    calls for: that is left to GRPO's reward."""
+    import datasets
+
+    from env.registry import make, references
+    from pipeline.prompts import render_completion
+    from pipeline.steps import reference
+
+    envs: dict[str, Any] = {}
+    rows = []
+    for row in dataset:
+        name = row["env"]
+        if "blind_decision" not in references(name):
+            raise ValueError(
+                f"env {name!r} has no blind_decision reference (REFERENCES in its policies "
+                "module): the steps warm start would have to teach its decisions"
+            )
+        env = envs.setdefault(name, make(name))
+        blind = reference(env, row["task"], row["seed"], policy="blind_decision")
+        end = blind.decision_at if blind.decision_at is not None else len(blind.calls) - 1
+        rest = blind.calls[row["cut"] : end + 1]
+        reply = render_completion(rest)
+        rows.append(
+            {"prompt": row["prompt"], "completion": [{"role": "assistant", "content": reply}]}
+        )
+    features = datasets.Features({"prompt": datasets.Json(), "completion": datasets.Json()})
+    return datasets.Dataset.from_list(rows, features=features)
 
 
 def tokenize_conversations(conversations: list[dict[str, Any]], tokenizer: Any) -> Any:
@@ -193,6 +219,8 @@ def sft_warmup(
     interactive = cfg.data.mode == "interactive"
     if interactive:
         examples = tokenize_conversations(heuristic_conversations(dataset), tokenizer)
+    elif cfg.data.mode == "steps":
+        examples = blind_decision_examples(dataset)
     else:
         examples = heuristic_examples(dataset).remove_columns("grade")
     t = cfg.training

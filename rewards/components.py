@@ -1,7 +1,8 @@
 """The five reward components, one plain TRL reward function each.
 
 Every function has TRL's signature ``f(prompts, completions, **kwargs) -> list[float | None]`` and
-reads the dataset columns ``env``, ``task`` and ``seed`` from ``kwargs``. They share one replay
+reads the dataset columns ``env``, ``task`` and ``seed`` (and, in steps mode, ``prefix``) from
+``kwargs``. They share one replay
 per completion (``rewards.replay.CACHE``) and each reads a different part of the same episode
 report, so no signal is counted twice:
 
@@ -24,6 +25,10 @@ gate is the grade's decision component (``decision``, ``resolution``, ``outcome`
 ``accuracy``, the first the environment reports) and 0 without a decision, so farming cannot lift
 a wrong decision above a right one, and the grade of a wrong decision is a penalty, not a small
 positive. rewards/README.md gives the numbers.
+
+In steps mode the format, investigation and execution rewards judge the reply's own calls only
+(the prefix's steps and the evidence it already revealed are not the reply's); the grade and the
+OS-mechanics metric score the whole episode, prefix included.
 
 They never raise: a row that cannot be scored gets 0 and the reason is logged; parse errors go to
 TRL's ``log_metric`` / ``log_extra`` when the trainer passes them.
@@ -81,21 +86,25 @@ def outcomes(completions: Sequence[Any], **kwargs: Any) -> list[Outcome]:
             adapter = environments[i] if i < len(environments) else None
             env = getattr(adapter, "env", None)
             if env is None:
-                result.append(CACHE.outcome(*_row(kwargs, i), completions[i]))
+                result.append(_replayed(kwargs, i, completions[i]))
             else:
                 result.append(outcome_from_env(env, completions[i]))
         return result
-    return [CACHE.outcome(*_row(kwargs, i), completions[i]) for i in range(n)]
+    return [_replayed(kwargs, i, completions[i]) for i in range(n)]
 
 
-def _row(kwargs: dict[str, Any], i: int) -> tuple[Any, Any, Any]:
+def _replayed(kwargs: dict[str, Any], i: int, completion: Any) -> Outcome:
+    """Row ``i``'s outcome from the shared replay cache (its prefix first, in steps mode)."""
+
     def column(name: str) -> Any:
         values = kwargs.get(name)
         if isinstance(values, (list, tuple)) and i < len(values):
             return values[i]
         return None
 
-    return column("env"), column("task"), column("seed")
+    return CACHE.outcome(
+        column("env"), column("task"), column("seed"), completion, column("prefix")
+    )
 
 
 def _safe(name: str, fn: Callable[[Outcome], float | None], items: list[Outcome]) -> list:
@@ -145,7 +154,8 @@ def investigation_reward(prompts: Sequence[Any], completions: Sequence[Any], **k
 
 
 def _investigation(item: Outcome) -> float:
-    coverage = float(item.report.metrics.get("evidence_coverage", 0.0))
+    # Steps mode: only what the reply revealed beyond the prefix is the reply's.
+    coverage = float(item.report.metrics.get("evidence_coverage", 0.0)) - item.prefix_coverage
     return round(min(max(coverage, 0.0), INVESTIGATION_CAP) * decision_gate(item), 6)
 
 
@@ -156,7 +166,7 @@ def execution_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwarg
 
 
 def _execution(item: Outcome) -> float:
-    steps = [float(r) for r in item.report.step_rewards]
+    steps = [float(r) for r in item.reply_step_rewards]  # the prefix's steps are not the reply's
     gained = sum(r for r in steps if r > 0)
     lost = sum(r for r in steps if r < 0)
     return round(lost + gained * decision_gate(item), 6)

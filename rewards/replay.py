@@ -7,6 +7,13 @@ stores the ``Outcome`` in a small bounded LRU cache keyed by (env, task, seed, c
 other components read it from there. No completion is ever replayed twice, and no component can
 count another's signal by accident because they all read one report.
 
+In steps mode a row also carries ``prefix``: the calls of a reference trajectory up to the row's
+cut point, which the prompt shows with their results. The replay runs the prefix, then the
+completion's calls, and grades the whole episode; the outcome keeps how many steps the prefix took
+and the evidence it had already revealed, so the components that judge the reply's own calls
+(format, execution, investigation) never credit it with the prefix's work. An empty prefix is plan
+mode exactly.
+
 In interactive mode TRL has already run the episode; the outcome then comes from the finished
 environment the adapter exposes as ``.env``.
 """
@@ -45,6 +52,15 @@ class Outcome:
     terminal_last: bool
     n_terminal: int
     problem: str | None = None
+    prefix_steps: int = 0
+    """Steps the row's prefix took before the completion's first call (steps mode)."""
+    prefix_coverage: float = 0.0
+    """``evidence_coverage`` already revealed by the prefix (steps mode)."""
+
+    @property
+    def reply_step_rewards(self) -> list[float]:
+        """Per-step rewards of the completion's own calls (the prefix's are not the reply's)."""
+        return list(self.report.step_rewards[self.prefix_steps :]) if self.report else []
 
     @property
     def broken(self) -> bool:
@@ -67,23 +83,35 @@ class ReplayCache:
             self._items.clear()
             self.replays = 0
 
-    def outcome(self, env_name: Any, task: Any, seed: Any, completion: Any) -> Outcome:
-        """The (cached) outcome of a completion for the episode (env, task, seed)."""
-        key = (str(env_name), str(task), str(seed), _completion_key(completion))
+    def outcome(
+        self, env_name: Any, task: Any, seed: Any, completion: Any, prefix: Any = None
+    ) -> Outcome:
+        """The (cached) outcome of a completion for the episode (env, task, seed), played after
+        ``prefix`` (steps mode: a list of ``{"tool", "arguments"}`` calls or its JSON text)."""
+        key = (
+            str(env_name),
+            str(task),
+            str(seed),
+            _completion_key(prefix or ""),
+            _completion_key(completion),
+        )
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
                 self._items.move_to_end(key)
                 return hit
-            result = self._compute(env_name, task, seed, completion)
+            result = self._compute(env_name, task, seed, completion, prefix)
             self._items[key] = result
             if len(self._items) > self.maxsize:
                 self._items.popitem(last=False)
             return result
 
-    def _compute(self, env_name: Any, task: Any, seed: Any, completion: Any) -> Outcome:
+    def _compute(
+        self, env_name: Any, task: Any, seed: Any, completion: Any, prefix: Any = None
+    ) -> Outcome:
         parse = parse_tool_calls(completion)
         try:
+            before = prefix_calls(prefix)
             if not isinstance(env_name, str):
                 raise ValueError(f"env must be a string, got {env_name!r}")
             env = self._envs.get(env_name)
@@ -96,25 +124,41 @@ class ReplayCache:
             problem = str(exc.args[0]) if exc.args else type(exc).__name__
             return Outcome(parse, None, (), False, 0, problem)
         try:
-            report = replay(env, task, seed, parse.calls)
+            if not before:
+                report = replay(env, task, seed, parse.calls)
+                self.replays += 1
+                return _outcome(env, parse, report, replayed=True)
+            prefix_report = replay(env, task, seed, before)
+            if env.done:
+                raise ValueError("the prefix already ends the episode: a cut must precede the end")
+            for call in parse.calls:
+                if env.done:
+                    break
+                env.step(call)
             self.replays += 1
-            return _outcome(env, parse, report, replayed=True)
+            coverage = float(prefix_report.metrics.get("evidence_coverage", 0.0))
+            return _outcome(env, parse, env.report(), True, prefix_report.steps, coverage)
         except Exception as exc:  # an environment bug must not stop training: score it 0
             logger.exception("replay of %s/%s/%s failed", env_name, task, seed)
             return Outcome(parse, None, (), False, 0, f"replay failed: {type(exc).__name__}")
 
 
 def _outcome(
-    env: ToolEnvironment, parse: ParseResult, report: EpisodeReport, replayed: bool = False
+    env: ToolEnvironment,
+    parse: ParseResult,
+    report: EpisodeReport,
+    replayed: bool = False,
+    prefix_steps: int = 0,
+    prefix_coverage: float = 0.0,
 ) -> Outcome:
     """Judge each call; after a replay the env's trace already says which calls ran cleanly."""
     specs = type(env).tool_specs_by_name()
-    trace = env.trace if replayed else []
+    trace = env.trace[prefix_steps:] if replayed else []
     limit = env.config.max_argument_chars
     quality, n_terminal, ended_at = [], 0, None
     for i, call in enumerate(parse.calls):
         spec = specs.get(call["tool"])
-        if ended_at is not None or i >= env.config.max_steps or spec is None:
+        if ended_at is not None or prefix_steps + i >= env.config.max_steps or spec is None:
             quality.append(QUALITY_UNKNOWN)
             continue
         if not (i < len(trace) and trace[i].error is None) and not _schema_valid(
@@ -127,7 +171,41 @@ def _outcome(
             n_terminal += 1
             ended_at = i
     terminal_last = ended_at is not None and ended_at == len(parse.calls) - 1
-    return Outcome(parse, report, tuple(quality), terminal_last, n_terminal)
+    return Outcome(
+        parse,
+        report,
+        tuple(quality),
+        terminal_last,
+        n_terminal,
+        None,
+        prefix_steps,
+        prefix_coverage,
+    )
+
+
+def prefix_calls(prefix: Any) -> list[dict[str, Any]]:
+    """A steps-mode row's prefix as a list of ``{"tool", "arguments"}`` calls.
+
+    Accepts the dataset's JSON text, a list of such dicts, or nothing (plan mode); anything else
+    is a broken row (``ValueError``), scored 0 with its reason rather than replayed wrongly."""
+    if prefix is None or prefix == "" or prefix == []:
+        return []
+    if isinstance(prefix, str):
+        try:
+            prefix = json.loads(prefix)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"prefix is not valid JSON: {exc.msg}") from None
+    if not isinstance(prefix, list):
+        raise ValueError(f"prefix must be a list of calls, got {type(prefix).__name__}")
+    calls = []
+    for item in prefix:
+        if not isinstance(item, dict) or not isinstance(item.get("tool"), str):
+            raise ValueError(f"prefix call without a tool name: {item!r}"[:200])
+        arguments = item.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise ValueError(f"prefix call arguments must be an object: {item!r}"[:200])
+        calls.append({"tool": item["tool"], "arguments": arguments})
+    return calls
 
 
 def _schema_valid(spec: ToolSpec, arguments: dict[str, Any], limit: int) -> bool:

@@ -24,13 +24,14 @@ def weighted_total(rewards: Mapping[str, float | None], weights: Mapping[str, fl
 def score_batch(
     rows: list[Mapping[str, Any]], weights: Mapping[str, float] | None = None
 ) -> list[dict[str, Any]]:
-    """Score rows ``{env, task, seed, completion}`` as one TRL batch; one result dict per row.
+    """Score rows ``{env, task, seed, completion}`` (plus ``prefix`` for steps-mode rows) as one
+    TRL batch; one result dict per row.
 
     Each result has ``rewards`` (component -> value), ``total`` (weighted), ``n_calls`` and
     ``parse_errors``. Components with weight 0 are still reported but add nothing to the total.
     """
     resolved = resolve_weights(weights)
-    kwargs = {key: [row.get(key) for row in rows] for key in ("env", "task", "seed")}
+    kwargs = {key: [row.get(key) for row in rows] for key in ("env", "task", "seed", "prefix")}
     completions = [row.get("completion") for row in rows]
     prompts = [None] * len(rows)
     per_component = {
@@ -39,7 +40,9 @@ def score_batch(
     results = []
     for i, row in enumerate(rows):
         rewards = {name: values[i] for name, values in per_component.items()}
-        outcome = CACHE.outcome(row.get("env"), row.get("task"), row.get("seed"), completions[i])
+        outcome = CACHE.outcome(
+            row.get("env"), row.get("task"), row.get("seed"), completions[i], row.get("prefix")
+        )
         errors = list(outcome.parse.errors)
         if outcome.problem:
             errors.insert(0, outcome.problem)

@@ -54,6 +54,11 @@ class ScriptedPolicy:
 class Investigator(ScriptedPolicy):
     """The honest heuristic: route by observed activity, check the separating evidence, decide."""
 
+    stop_at_first = True
+    """Stop checking families at the first one whose evidence is suspicious."""
+    write_notes = True
+    """Pin the case's entities and evidence to the case file before deciding."""
+
     def families(self, env: ToolEnvironment, profile: dict, txns: list[dict]) -> list[str]:
         """Every family whose surface shows, most specific first; companies end with ownership."""
         found = []
@@ -86,17 +91,21 @@ class Investigator(ScriptedPolicy):
             yield call("write_to_case_file", note="Keep: " + " ".join(k for k in keep if k))
         case, family, clean_evidence = Case(subj), "", []
         for candidate in families:
-            case = Case(subj)
-            yield from self._run(ROUTINES[candidate](case, profile, txns))
-            clean_evidence += case.clean_evidence
-            if case.suspicious:
-                family = candidate
-                break
+            trial = Case(subj)
+            yield from self._run(ROUTINES[candidate](trial, profile, txns))
+            clean_evidence += trial.clean_evidence
+            if trial.suspicious and not family:
+                family, case = candidate, trial
+                if self.stop_at_first:
+                    break
+            elif not family:
+                case = trial
         case.clean_evidence = list(dict.fromkeys(e for e in clean_evidence if e))
         suspicious, case = self.verdict(env, case)
         family = self._typology(family)
-        note = "Case notes: " + " ".join(sorted(case.entities | set(case.evidence)))
-        yield call("write_to_case_file", note=note)
+        if self.write_notes:
+            note = "Case notes: " + " ".join(sorted(case.entities | set(case.evidence)))
+            yield call("write_to_case_file", note=note)
         if suspicious:
             findings = f"{family.replace('_', ' ')} indicators; evidence: " + ", ".join(
                 case.evidence
@@ -276,6 +285,28 @@ ROUTINES = {
 }
 
 
+class Exhaustive(Investigator):
+    """The steps-mode reference: the heuristic's checks of every family the surface shows, run to
+    the end whatever they find, and no closing note. Its calls depend on the surface (which opens
+    clean and suspicious cases alike), not on the verdict, so a prompt cut along it shows the
+    evidence without its choice of calls giving the answer away (``tests/test_steps_leak.py``)."""
+
+    stop_at_first = False
+    write_notes = False
+
+
+class BlindDecision(Exhaustive):
+    """The exhaustive reference with its decision drawn by a seeded coin, independent of the
+    evidence; the terminal call is filled as the reference fills it for that decision. A warm start
+    on it teaches what a decision looks like, not which one to make."""
+
+    def __init__(self, seed: int):
+        self.coin = random.Random(f"blind-decision/{seed}")
+
+    def verdict(self, env: ToolEnvironment, case: Case) -> tuple[bool, Case]:
+        return self.coin.random() < 0.5, case
+
+
 class Oracle(Investigator):
     """Reads the hidden truth at reset: the heuristic's checks (and the true family's), then the
     true answer, so it bounds the heuristic from above episode by episode."""
@@ -394,6 +425,9 @@ def _os_spam(subject: str, alert_id: str) -> list[ToolCallAction]:
 def _repeat(subject: str, alert_id: str) -> list[ToolCallAction]:
     return [call("get_customer_profile", customer_id=subject)] * 200
 
+
+REFERENCES = {"reference": lambda seed: Exhaustive(), "blind_decision": BlindDecision}
+"""Steps-mode reference policies (``pipeline.steps``); not ranked with ``POLICIES``."""
 
 POLICIES = {
     "heuristic": lambda seed: Investigator(),

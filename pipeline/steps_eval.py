@@ -1,0 +1,214 @@
+"""Evaluation at cut points: one reply per held-out steps prompt, scored by the training rewards.
+
+The full test of a steps-trained model is a receding-horizon episode (``pipeline.agents``, mode
+``steps``), which decodes a reply per turn. At the ``decision`` cut the evidence is already in the
+prompt, so one reply per episode shows whether the model reads it: this scores that reply the way
+the rewards do (prefix + reply replayed in-process, ``rewards.score``), cheap enough for hundreds of
+seeds on a CPU. Decision accuracy counts only the policy's own decision: a reply that never reaches
+a terminal call is wrong, exactly as an undecided episode.
+
+Policies: ``checkpoint:PATH`` (batched greedy decoding, ``pipeline.batch_generation``),
+``openai:MODEL`` (one chat request per row), ``reference`` (the rest of the row's own reference
+trajectory: the honest ceiling of this prompt) and the env's registered scripted policies, whose
+reply is the plan they play from the opening (``always_file`` files whatever the evidence says).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import env as registry
+from env.rollout import play
+from pipeline.evaluation import _category, _decision_correct, summarize
+from pipeline.prompts import render_completion
+from pipeline.steps import reference
+from rewards.replay import CACHE, QUALITY_VALID
+from rewards.score import score_batch
+
+logger = logging.getLogger(__name__)
+
+
+def cut_rows(
+    env_name: str,
+    tasks: Sequence[str] | None,
+    episodes: int,
+    split: str = "eval",
+    cuts: str = "decision",
+    prompt_style: str = "compact",
+    result_style: str = "compact",
+    detour: float = 0.0,
+) -> list[dict[str, Any]]:
+    """The steps prompts of ``episodes`` seeds (per task cycle) of ``split``."""
+    from pipeline.dataset import build_rows
+
+    return build_rows(
+        env_name, tasks, episodes, split, 0, "steps", prompt_style, cuts, detour, result_style
+    )
+
+
+def scripted_replies(rows: list[dict[str, Any]], policy: str) -> list[str]:
+    """Replies of a scripted policy: ``reference`` continues the row's own trajectory; a
+    registered policy replies with the plan it plays from the opening."""
+    replies = []
+    for row in rows:
+        env = registry.make(row["env"])
+        if policy == "reference":
+            ref = reference(env, row["task"], row["seed"])
+            calls = ref.calls[row["cut"] : (ref.decision_at or len(ref.calls)) + 1]
+        else:
+            table = registry.policies(row["env"])
+            if policy not in table:
+                raise KeyError(f"unknown policy {policy!r}; choose reference or {', '.join(table)}")
+            calls = play(env, table[policy](row["seed"]), row["task"] or None, row["seed"]).plan
+        replies.append(render_completion(calls))
+    return replies
+
+
+def checkpoint_replies(
+    path: str, rows: list[dict[str, Any]], max_new_tokens: int = 96, batch_size: int = 8
+) -> list[str]:
+    """Greedy replies of a local model or adapter to each row's prompt, decoded in batches and
+    stopped at the first complete terminal call (the replay ignores anything after it)."""
+    from pipeline.agents import CheckpointBackend, GenerationSettings
+    from pipeline.batch_generation import generate
+    from pipeline.cpu_generation import decision_reached, terminal_tools
+
+    backend = CheckpointBackend(path, GenerationSettings())
+    tok = backend.tokenizer
+    texts = [
+        tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
+        for r in rows
+    ]
+    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    start = time.perf_counter()
+    tokens = generate(
+        backend.model,
+        ids,
+        max_new_tokens,
+        backend.stop_ids,
+        tok.pad_token_id,
+        batch_size,
+        finished=decision_reached(tok, terminal_tools({r["env"] for r in rows})),
+    )
+    logger.info(
+        "%d replies (%d prompt tokens) in %.0f s",
+        len(rows),
+        sum(map(len, ids)),
+        time.perf_counter() - start,
+    )
+    return [tok.decode(t, skip_special_tokens=True) for t in tokens]
+
+
+def openai_replies(model: str, rows: list[dict[str, Any]], max_new_tokens: int = 256) -> list[str]:
+    """Replies of an OpenAI-compatible endpoint (``pipeline.agents.OpenAIBackend``), one per row."""
+    from pipeline.agents import GenerationSettings, load_backend
+
+    backend = load_backend(f"openai:{model}", GenerationSettings(max_new_tokens=max_new_tokens))
+    replies = []
+    for i, row in enumerate(rows):
+        message = backend.complete(row["prompt"], None, i) or {}
+        text = message.get("content") or ""
+        calls = [c.get("function", c) for c in message.get("tool_calls") or []]
+        if calls:  # native tool calls become the text protocol the rewards read
+            text += "\n" + render_completion(
+                [
+                    {"tool": c.get("name"), "arguments": _arguments(c.get("arguments"))}
+                    for c in calls
+                ]
+            )
+        replies.append(text)
+    return replies
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return {"value": raw}
+    return raw if isinstance(raw, dict) else {}
+
+
+def replies_for(policy: str, rows: list[dict[str, Any]], **settings: Any) -> list[str]:
+    """The replies of ``policy`` (a model spec or a scripted policy name) to ``rows``."""
+    if policy.startswith("checkpoint:"):
+        return checkpoint_replies(policy.removeprefix("checkpoint:"), rows, **settings)
+    if policy.startswith("openai:"):
+        return openai_replies(policy.removeprefix("openai:"), rows, **settings)
+    return scripted_replies(rows, policy)
+
+
+def score_cut_replies(rows: list[dict[str, Any]], replies: list[str]) -> list[dict[str, Any]]:
+    """One result row per reply: grade of prefix + reply, the reply's own decision and whether it
+    is right, its share of valid calls, and the weighted reward total."""
+    scored = score_batch(
+        [{**r, "completion": reply} for r, reply in zip(rows, replies, strict=True)]
+    )
+    envs: dict[str, Any] = {}
+    results = []
+    for row, reply, score in zip(rows, replies, scored, strict=True):
+        outcome = CACHE.outcome(row["env"], row["task"], row["seed"], reply, row["prefix"])
+        environment = envs.setdefault(row["env"], registry.make(row["env"]))
+        environment.reset(seed=row["seed"], task=row["task"] or None)
+        truth = environment.reveal()
+        report = outcome.report
+        quality = outcome.call_quality
+        results.append(
+            {
+                "seed": row["seed"],
+                "task": row["task"],
+                "cut": row["cut"],
+                "grade": report.grade.total if report.decision_reached else 0.0,
+                "components": report.grade.components,
+                "decision": report.grade.decision if report.decision_reached else None,
+                "decision_correct": _decision_correct(
+                    environment, SimpleNamespace(report=report, truth=truth)
+                ),
+                "valid_calls": (
+                    sum(q == QUALITY_VALID for q in quality) / len(quality) if quality else 0.0
+                ),
+                "n_calls": len(outcome.parse.calls),
+                "steps": report.steps - outcome.prefix_steps,
+                "total_reward": score["total"],
+                "category": _category(truth),
+                "reply": reply,
+            }
+        )
+    return results
+
+
+def evaluate_cuts(
+    env_name: str,
+    policy: str,
+    tasks: Sequence[str] | None = None,
+    episodes: int = 100,
+    split: str = "eval",
+    cuts: str = "decision",
+    prompt_style: str = "compact",
+    result_style: str = "compact",
+    **settings: Any,
+) -> dict[str, Any]:
+    """Score ``policy``'s replies at the cut points of ``episodes`` held-out seeds."""
+    rows = cut_rows(env_name, tasks, episodes, split, cuts, prompt_style, result_style)
+    results = score_cut_replies(rows, replies_for(policy, rows, **settings))
+    summary = summarize(results)
+    summary["valid_calls"] = round(sum(r["valid_calls"] for r in results) / max(1, len(results)), 4)
+    summary["mean_reward"] = round(
+        sum(r["total_reward"] for r in results) / max(1, len(results)), 4
+    )
+    summary.update(
+        env=env_name,
+        policy=policy,
+        split=split,
+        mode="steps",
+        cuts=cuts,
+        prompts=len(rows),
+        prompt_style=prompt_style,
+        result_style=result_style,
+    )
+    return {"summary": summary, "episodes": results}
