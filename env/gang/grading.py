@@ -7,8 +7,9 @@ precision and recall both equal ``1 - false_flags / clean_fp_tolerance`` (floore
 "no_gang", below) is right: speed to a wrong answer is worth nothing. No decision (step limit)
 => total 0.
 ``success`` (reported, not weighted) is the reference's win rule: recall and precision at or above
-the task's thresholds. ``decision`` (reported, not weighted) is 1 when the submitted call -- "gang"
-(some flags) or "no_gang" (none) -- matches the world.
+the task's thresholds. ``decision`` (reported, not weighted) is 1 when the submitted call is right:
+"gang" (some flags) naming at least one gang member in a world with a gang, or "no_gang" (none) in a
+clean world.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def grade_flags(
         recall = hits / len(gang)
     else:
         precision = recall = max(0.0, 1.0 - len(flagged) / config.clean_fp_tolerance)
-    right_call = bool(flagged) == bool(gang)
+    right_call = bool(flagged & gang) if gang else not flagged
     efficiency = max(0.0, 1.0 - steps / max_steps) if right_call else 0.0
     success = float(recall >= task.recall_to_win and precision >= task.precision_to_win)
     weights = config.weight_recall + config.weight_precision + config.weight_efficiency
