@@ -54,6 +54,7 @@ SYNTHETIC = {
 # Where the honest heuristic's own decisions are too close to always deciding the majority for
 # any reward to separate them by the target (measured, rewards/README.md): the target is asserted
 # as a strict xfail, so the test reports when it starts to hold; a positive margin is asserted.
+# gang hard meets it on 200 seeds (+0.188 against 0.13, RESULTS.md) but not on the 20 run here.
 BELOW_TARGET = {("gang", "easy"), ("gang", "medium"), ("gang", "hard"), ("ops", "expenses")}
 
 

@@ -31,7 +31,10 @@ def test_win_rule_is_reported_as_success():
 def test_empty_submission_scores_only_on_clean_episodes():
     clean = grade_flags(set(), set(), 1, True, CFG, EASY, 30)
     assert clean.total > 0.95 and clean.decision == "no_gang" and clean.components["decision"] == 1
-    assert grade_flags({4}, {1, 2}, 2, True, CFG, EASY, 30).components["decision"] == 1
+    # a "gang" call is right only when it names a gang member, and speed counts only then
+    missed = grade_flags({4}, {1, 2}, 2, True, CFG, EASY, 30)
+    assert missed.components["decision"] == 0 and missed.total == 0.0
+    assert grade_flags({4, 1}, {1, 2}, 2, True, CFG, EASY, 30).components["decision"] == 1
     assert grade_flags(set(), {1, 2}, 1, True, CFG, EASY, 30).total < 0.16
     two_false = grade_flags({7, 8}, set(), 3, True, CFG, EASY, 30)
     assert two_false.components["precision"] < 0.34 and two_false.total < 0.5
