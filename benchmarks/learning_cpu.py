@@ -3,6 +3,9 @@
     OMP_NUM_THREADS=2 python benchmarks/learning_cpu.py   # full run (plan mode: ~50 min on 2 cores)
     python benchmarks/learning_cpu.py --quick         # smoke run: a few minutes, figures meaningless
 
+Steps mode (``--modes steps``, ``benchmarks/learning_steps.py``) asks the question plan mode cannot:
+does GRPO teach the model to decide from the evidence in its prompt?
+
 The story, per mode (plan, then interactive):
 1. evaluate the untrained model on held-out eval seeds (``env.seeds`` "eval" split) of AML easy;
 2. plan mode: run the format warm start (SFT on the honest heuristic's plans, train seeds only)
@@ -40,7 +43,11 @@ from benchmarks.results import machine, publish  # noqa: E402
 from pipeline.stats import bar_chart, fmt, interval_table, paired_difference  # noqa: E402
 
 logger = logging.getLogger("learning_cpu")
-CONFIGS = {"plan": "configs/cpu.yaml", "interactive": "configs/cpu_interactive.yaml"}
+CONFIGS = {
+    "plan": "configs/cpu.yaml",
+    "interactive": "configs/cpu_interactive.yaml",
+    "steps": "configs/cpu_steps.yaml",
+}
 MAX_CONTEXT = 6144
 """Interactive evaluation stops an episode's conversation at this many tokens
 (``GenerationSettings.max_context_tokens``; ``--max-context``), and the episode ends undecided. The
@@ -130,6 +137,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="Interactive GRPO starts from the plan mode's warm adapter (<output-dir>/plan/warm), "
         "from --sft-steps SFT steps on the heuristic's conversations, or from the untrained model",
+    )
+    parser.add_argument(
+        "--horizon-episodes", type=int, default=30, help="Steps: receding-horizon eval episodes"
+    )
+    parser.add_argument("--reply-tokens", type=int, default=96, help="Steps: tokens of a reply")
+    parser.add_argument("--steps-sft", type=int, default=12, help="Steps: blind warm-start steps")
+    parser.add_argument(
+        "--steps-set", action="append", help="Steps: extra config override (section.key=value)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/learning_cpu"))
@@ -441,6 +456,17 @@ def run_command(mode: str, args: dict[str, str]) -> str:
     return " ".join(parts)
 
 
+def steps_command(args: dict[str, str]) -> str:
+    """The command line of a steps run (its steps arguments)."""
+    parts = [run_command("steps", args)]
+    for key in ("horizon_episodes", "reply_tokens", "steps_sft"):
+        if key in args:
+            parts.append(f"--{key.replace('_', '-')} {args[key]}")
+    if args.get("steps_set") not in (None, "None"):
+        parts.append(f"--steps-set {args['steps_set']}")
+    return " ".join(parts)
+
+
 def chart(mode: str, run: dict[str, Any], path: Path) -> Path:
     """Mean grade with 95% intervals of every stage of one mode's run."""
     series = {
@@ -463,7 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if args.report_only:
-        return report({m: load_run(args.output_dir / m) for m in modes}, args)
+        from benchmarks.learning_steps import load_steps
+
+        loaders = {"steps": load_steps}
+        return report({m: loaders.get(m, load_run)(args.output_dir / m) for m in modes}, args)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
@@ -479,7 +508,12 @@ def main(argv: list[str] | None = None) -> int:
         if mode not in CONFIGS:
             raise SystemExit(f"unknown mode {mode!r}; choose from {', '.join(CONFIGS)}")
         logger.info("mode %s: untrained eval, training, stage evals", mode)
-        runs[mode] = run_mode(mode, base, args)
+        if mode == "steps":
+            from benchmarks.learning_steps import run_steps
+
+            runs[mode] = run_steps(base, args)
+        else:
+            runs[mode] = run_mode(mode, base, args)
     return report(runs, args)
 
 
@@ -503,8 +537,16 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
     ]
     publish("learning_cpu", "\n".join(body), write=not args.no_results)
     for mode, run in runs.items():
-        run["chart"] = chart(mode, run, args.output_dir / f"learning_cpu_{mode}.png")
         quick = run.get("args", {}).get("quick") == "True"
+        if mode == "steps":
+            from benchmarks.learning_steps import steps_markdown
+
+            label = "SMOKE RUN (--quick): figures say nothing about learning." if quick else ""
+            head = ["### learning_cpu, steps mode", "", f"Written on {machine()}. {label}", ""]
+            body = steps_markdown(run, steps_command(run.get("args", {})))
+            publish("learning_cpu_steps", "\n".join(head + body), write=not args.no_results)
+            continue
+        run["chart"] = chart(mode, run, args.output_dir / f"learning_cpu_{mode}.png")
         label = (
             "SMOKE RUN (--quick): a handful of episodes and steps; it proves the script runs end "
             "to end, its figures say nothing about learning."

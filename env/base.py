@@ -231,6 +231,9 @@ class ToolEnvironment(Environment[ToolCallAction, ToolObservation, EpisodeState]
     tasks: ClassVar[tuple[str, ...]] = ()
     config_class: ClassVar[type[EnvConfig]] = EnvConfig
     instructions: ClassVar[str] = ""
+    decision_kinds: ClassVar[tuple[str, ...]] = ()
+    """Tool kinds whose calls commit the case's outcome before the terminal call (a refund, a
+    flag): steps mode's ``decision`` cut falls before the first of them or the terminal call."""
     _spec_cache: ClassVar[dict[type, dict[str, ToolSpec]]] = {}
 
     def __init__(self, config: EnvConfig | dict[str, Any] | None = None, **overrides: Any):

@@ -11,6 +11,12 @@ scripted policies, so a model is scored on exactly the episodes and grades they 
   their results go back as ``tool`` messages (``pipeline.prompts.render_observation``, the text
   TRL's adapter returns) and the model writes the next turn.
 - ``plan``: one completion from the plan-mode prompt holds the whole plan; its calls are replayed.
+- ``steps``: receding horizon, the way a steps-trained model is meant to play. The prompt is the
+  steps-mode training prompt (``pipeline.steps``); each turn the model writes a plan from the state
+  it sees, its first call runs (``horizon="receding"``; ``"whole"`` runs every call of the reply),
+  and the call goes into the conversation as an assistant tool call with its result as a tool
+  message, exactly as the steps prompts show earlier calls; then it plans again. A turn whose
+  first call is terminal ends the episode.
 
 A reply with no readable call is played as the pseudo-tool ``no_tool_call``: the environment answers
 with an unknown-tool error, which is fed back as a user message. A turn is idle when none of its
@@ -69,6 +75,11 @@ class GenerationSettings:
     """Checkpoint backend: tokens a conversation may hold, reply included, before the policy stops
     (None: the model's positions). A CPU evaluation caps it to bound its time: a turn costs the
     whole conversation's attention, and an episode cut off here ends without a decision."""
+    result_style: str = "full"
+    """Tool results as one-line JSON ("full") or ``pipeline.compact`` tables ("compact"): match the
+    training run's ``data.result_style``."""
+    horizon: str = "receding"
+    """Steps mode: run the first call of each plan ("receding") or all of them ("whole")."""
     max_idle_turns: int = 3
     """Replies in a row none of whose calls ran (no call, or only rejected ones) before the policy
     stops generating (the step limit then ends the episode)."""
@@ -120,9 +131,10 @@ class ModelPolicy:
                 "content": system_prompt(self.env_name, self.mode, self.settings.prompt_style),
             }
         ]
-        opening = user_message(self.env_name, env.task, observation, self.mode)
+        style = self.settings.result_style
+        opening = user_message(self.env_name, env.task, observation, self.mode, style)
         if self.mode == "interactive":
-            opening += render_observation(observation)
+            opening += render_observation(observation, style)
         self.messages.append({"role": "user", "content": opening})
         self.queue, self.pending, self.idle_turns, self.turns = [], [], 0, 0
         if self.mode == "plan":
@@ -132,6 +144,8 @@ class ModelPolicy:
         """The next call: from the queue, else (interactive) from a new reply to the results."""
         if self.pending:
             self.pending[-1]["observation"] = observation
+        if self.mode == "steps":
+            return self._step_call()
         if not self.queue and self.mode == "interactive":
             if self.pending:  # the last reply's calls have all been played
                 ran = any(not call["observation"].error for call in self.pending)
@@ -142,6 +156,39 @@ class ModelPolicy:
         call = self.queue.pop(0) if self.queue else {"tool": NO_CALL, "arguments": {}}
         self.pending.append(call)
         return ToolCallAction(tool=call["tool"], arguments=call["arguments"])
+
+    def _step_call(self) -> ToolCallAction:
+        """Steps mode: the next call of the current plan, or the first of a new one."""
+        if not self.queue:
+            if self.pending:
+                ran = any(not call["observation"].error for call in self.pending)
+                self.idle_turns = 0 if ran else self.idle_turns + 1
+            self._feed_turns()
+            if self.idle_turns < self.settings.max_idle_turns:
+                message = self.backend.complete(self.messages, None, self.seed + self.turns)
+                self.turns += 1
+                if message is None:
+                    self.idle_turns = self.settings.max_idle_turns
+                else:
+                    calls = _calls_of(message)
+                    self.queue = calls if self.settings.horizon == "whole" else calls[:1]
+        call = self.queue.pop(0) if self.queue else {"tool": NO_CALL, "arguments": {}}
+        self.pending.append(call)
+        return ToolCallAction(tool=call["tool"], arguments=call["arguments"])
+
+    def _feed_turns(self) -> None:
+        """Steps mode: each played call as an assistant tool call and its result as a tool
+        message, the form the steps prompts show (``pipeline.steps.tool_turns``)."""
+        from pipeline.steps import tool_turns
+
+        played = [c for c in self.pending if c.get("observation") is not None]
+        turns = tool_turns(
+            [{"tool": c["tool"], "arguments": c["arguments"]} for c in played],
+            [c["observation"] for c in played],
+            self.settings.result_style,
+        )
+        self.messages += text_protocol(turns) if self.backend.tool_messages_need_ids else turns
+        self.pending = []
 
     # ----- conversation -------------------------------------------------------------------------
 
@@ -163,7 +210,7 @@ class ModelPolicy:
             obs = call.get("observation")
             if obs is None:
                 continue
-            text = render_observation(obs)
+            text = render_observation(obs, self.settings.result_style)
             if call["tool"] == NO_CALL:
                 self.messages.append(
                     {"role": "user", "content": "Your reply contained no tool call. " + text}
@@ -184,6 +231,29 @@ class ModelPolicy:
             else:
                 self.messages.append({"role": "tool", "name": call["tool"], "content": text})
         self.pending = []
+
+
+def text_protocol(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages with id-less tool calls and tool results (steps prompts) rewritten as the text
+    protocol, for endpoints that need an id on every tool message (OpenAI): a call becomes an
+    assistant ``<tool_call>`` line, its result a user ``<tool_response>`` message."""
+    from pipeline.prompts import render_completion
+
+    out = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            calls = [c.get("function", c) for c in message["tool_calls"]]
+            text = render_completion(
+                [{"tool": c["name"], "arguments": c.get("arguments", {})} for c in calls]
+            )
+            content = (message.get("content") or "").strip()
+            out.append({"role": "assistant", "content": f"{content}\n{text}".strip()})
+        elif message.get("role") == "tool":
+            wrapped = f"<tool_response>\n{message['content']}\n</tool_response>"
+            out.append({"role": "user", "content": wrapped})
+        else:
+            out.append(message)
+    return out
 
 
 def _calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,7 +13,8 @@ or where the heuristic's choice of calls depends on what it found -- AML's stops
 suspicious family -- a variant whose calls depend only on the case's surface), and a perturbed copy in which each non-terminal call is
 replaced, with probability ``detour``, by a random call of the same environment that runs without
 an error (drawn from the env's own ``random`` policy), so prefixes also hold detours and missing
-evidence. Cut points (``cuts``): ``decision`` (just before the reference's first terminal call),
+evidence. Cut points (``cuts``): ``decision`` (just before the reference's first call that commits
+the outcome: its terminal call, or a call of the env's ``decision_kinds`` such as a refund),
 ``all`` (before every call) or ``random:N`` (N distinct cuts drawn per episode). An episode whose
 reference never decides gives no ``decision`` row. Every choice comes from a ``random.Random``
 seeded by the row's (env, task, seed), so a dataset is the same in every process.
@@ -46,7 +47,8 @@ class Reference:
     calls: list[dict[str, Any]]
     observations: list[ToolObservation]
     decision_at: int | None
-    """Index of the first terminal call, or None when the reference never decided."""
+    """Index of the first call that commits the outcome (a terminal call, or one of the env's
+    ``decision_kinds``), or None when the reference never decided."""
 
 
 def parse_cuts(spec: str) -> tuple[str, int]:
@@ -83,8 +85,14 @@ def reference(
         observations.append(env.step(call))
     calls = calls[: len(observations) - 1]
     specs = type(env).tool_specs_by_name()
+    kinds = type(env).decision_kinds
     decision_at = next(
-        (i for i, c in enumerate(calls) if c["tool"] in specs and specs[c["tool"]].terminal), None
+        (
+            i
+            for i, c in enumerate(calls)
+            if c["tool"] in specs and (specs[c["tool"]].terminal or specs[c["tool"]].kind in kinds)
+        ),
+        None,
     )
     return Reference(calls, observations, decision_at)
 

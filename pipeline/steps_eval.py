@@ -106,12 +106,13 @@ def checkpoint_replies(
 
 def openai_replies(model: str, rows: list[dict[str, Any]], max_new_tokens: int = 256) -> list[str]:
     """Replies of an OpenAI-compatible endpoint (``pipeline.agents.OpenAIBackend``), one per row."""
-    from pipeline.agents import GenerationSettings, load_backend
+    from pipeline.agents import GenerationSettings, load_backend, text_protocol
 
-    backend = load_backend(f"openai:{model}", GenerationSettings(max_new_tokens=max_new_tokens))
+    settings = GenerationSettings(max_new_tokens=max_new_tokens, plan_max_new_tokens=max_new_tokens)
+    backend = load_backend(f"openai:{model}", settings)
     replies = []
     for i, row in enumerate(rows):
-        message = backend.complete(row["prompt"], None, i) or {}
+        message = backend.complete(text_protocol(row["prompt"]), None, i) or {}
         text = message.get("content") or ""
         calls = [c.get("function", c) for c in message.get("tool_calls") or []]
         if calls:  # native tool calls become the text protocol the rewards read
@@ -173,7 +174,8 @@ def score_cut_replies(rows: list[dict[str, Any]], replies: list[str]) -> list[di
                     sum(q == QUALITY_VALID for q in quality) / len(quality) if quality else 0.0
                 ),
                 "n_calls": len(outcome.parse.calls),
-                "steps": report.steps - outcome.prefix_steps,
+                "steps": len(quality),  # the reply's calls (pipeline.stats' valid-call rate)
+                "n_errors": sum(q != QUALITY_VALID for q in quality),
                 "total_reward": score["total"],
                 "category": _category(truth),
                 "reply": reply,

@@ -5,7 +5,18 @@
 
 ``--difficulty`` is the AML name for ``--tasks`` (a comma list or ``all``), so every environment
 works the same way. Policies: the environment's registry names, ``checkpoint:PATH`` or
-``openai:MODEL`` (``--mode plan|interactive`` for the models).
+``openai:MODEL`` (``--mode plan|interactive|steps`` for the models).
+
+Steps-trained models, two ways:
+
+    # full episodes, receding horizon: each turn a plan, its first call runs (--horizon whole:
+    # every call of the reply runs before the next plan)
+    python scripts/evaluate.py --env aml --policy checkpoint:outputs/cpu/final --mode steps \
+        --difficulty easy --episodes 30 --prompt-style compact --result-style compact --lockstep 8
+    # one reply per held-out decision cut, scored by the training rewards (cheap: hundreds of
+    # seeds on a CPU); also takes scripted policies (reference, always_file, ...)
+    python scripts/evaluate.py --env aml --policy checkpoint:outputs/cpu/final --mode steps \
+        --cuts decision --difficulty easy --episodes 200 --prompt-style compact --result-style compact
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from pipeline.evaluation import evaluate  # noqa: E402
+from pipeline.evaluation import evaluate, parse_tasks  # noqa: E402
 from pipeline.stats import fmt, intervals, result_chart, write_result_csv  # noqa: E402
 
 
@@ -38,7 +49,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Comma list of tasks/difficulties, or all",
     )
     parser.add_argument("--seed-offset", type=int, default=0, help="First seed within the split")
-    parser.add_argument("--mode", default="interactive", choices=("interactive", "plan"))
+    parser.add_argument("--mode", default="interactive", choices=("interactive", "plan", "steps"))
+    parser.add_argument(
+        "--cuts",
+        default=None,
+        help="steps mode: score one reply per cut point (decision | all | random:N) instead of "
+        "playing whole episodes",
+    )
+    parser.add_argument(
+        "--horizon",
+        default="receding",
+        choices=("receding", "whole"),
+        help="steps mode episodes: run the first call of each plan, or all of them",
+    )
+    parser.add_argument(
+        "--result-style",
+        default="full",
+        choices=("full", "compact"),
+        help="model policies: tool results as JSON or compact tables (data.result_style)",
+    )
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help="model policies: tokens of a plan reply"
+    )
     parser.add_argument("--json", type=Path, default=None, help="Write summary + episodes here")
     parser.add_argument("--csv", type=Path, default=None, help="Write 95%% CIs per group here")
     parser.add_argument("--png", type=Path, default=None, help="Write a chart with 95%% CIs")
@@ -92,8 +124,53 @@ def render(summary: dict, console: Console) -> None:
         console.print(table)
 
 
+def _settings(args: argparse.Namespace) -> dict | None:
+    settings: dict = {}
+    if args.prompt_style:
+        settings["prompt_style"] = args.prompt_style
+    if args.result_style != "full":
+        settings["result_style"] = args.result_style
+    if args.mode == "steps":
+        settings["horizon"] = args.horizon
+    if args.max_new_tokens:
+        settings["plan_max_new_tokens"] = args.max_new_tokens
+    return settings or None
+
+
+def _cut_result(args: argparse.Namespace) -> dict:
+    from pipeline.steps_eval import evaluate_cuts
+
+    model_settings = {"max_new_tokens": args.max_new_tokens} if args.max_new_tokens else {}
+    return evaluate_cuts(
+        args.env,
+        args.policy,
+        parse_tasks(args.env, args.tasks),
+        args.episodes,
+        args.split,
+        args.cuts,
+        args.prompt_style or "full",
+        args.result_style,
+        **(model_settings if args.policy.startswith(("checkpoint:", "openai:")) else {}),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.cuts is not None and args.mode != "steps":
+        raise SystemExit("--cuts scores steps-mode replies: add --mode steps")
+    if args.cuts is not None:
+        result = _cut_result(args)
+        console = Console()
+        render(result["summary"], console)
+        summary = result["summary"]
+        console.print(
+            f"{summary['prompts']} cut prompts ({args.cuts}): valid calls "
+            f"{summary['valid_calls']:.3f}, mean reward {summary['mean_reward']:.3f}"
+        )
+        if args.json is not None:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(result, indent=1, default=str))
+        return 0
     result = evaluate(
         args.env,
         args.policy,
@@ -103,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         seed_offset=args.seed_offset,
         progress=not args.no_progress,
         mode=args.mode,
-        settings={"prompt_style": args.prompt_style} if args.prompt_style else None,
+        settings=_settings(args),
         lockstep=args.lockstep,
     )
     console = Console()

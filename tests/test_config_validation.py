@@ -40,7 +40,7 @@ def test_later_overrides_win() -> None:
         ("training.learnig_rate=1e-5", "learning_rate"),
         ("model.backend=gpu", "choose one of"),
         ("data.n_train=many", "data.n_train"),
-        ("data.mode=chat", "plan or interactive"),
+        ("data.mode=chat", "plan, interactive, steps"),
         ("rewards.weights={style: 1.0}", "unknown components"),
         ("training.use_vllm=true", "needs a CUDA backend"),
         ("training.fp16=true", "fp16 mixed precision needs a GPU"),

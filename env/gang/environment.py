@@ -41,6 +41,7 @@ class GangEnvironment(ToolEnvironment):
     """Fake-gang detection on a social graph (tasks easy / medium / hard)."""
 
     name = "gang"
+    decision_kinds = ("action",)  # these calls commit the outcome (steps mode's decision cut)
     tasks = ("easy", "medium", "hard")
     config_class = GangConfig
     instructions = (

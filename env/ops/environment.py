@@ -65,6 +65,10 @@ class OpsEnvironment(ToolEnvironment):
     """Expense triage, meeting scheduling and incident response, one family per task."""
 
     name = "ops"
+    decision_kinds = (
+        "action",
+        "harmful",
+    )  # these calls commit the outcome (steps mode's decision cut)
     tasks = ("expenses", "scheduling", "incident")
     config_class = OpsConfig
     instructions = (

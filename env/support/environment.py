@@ -33,6 +33,7 @@ class SupportEnvironment(ToolEnvironment):
     """Customer-support ticket resolution with a seeded policy book and customer records."""
 
     name = "support"
+    decision_kinds = ("action",)  # these calls commit the outcome (steps mode's decision cut)
     tasks = ("easy", "medium", "hard")
     config_class = SupportConfig
     instructions = (

@@ -99,6 +99,9 @@ class _SupportScript(ScriptedPolicy):
 class HeuristicPolicy(_SupportScript):
     """Fetch, read the sections the claim needs, apply the numbers read."""
 
+    always_check_abuse = False
+    """Read the abuse section on every ticket, not only before a refund."""
+
     def script(self, opening: ToolObservation) -> Script:
         ticket = opening.result["ticket"]
         claim = claim_of(ticket["message"])
@@ -133,13 +136,23 @@ class HeuristicPolicy(_SupportScript):
                 outcome = "tier2"
             else:
                 outcome = "refund_ok"
-        if outcome in ("refund_ok", "duplicate", "lost"):
+        refunding = outcome in ("refund_ok", "duplicate", "lost")
+        if refunding or self.always_check_abuse:
             abuse = _numbers((yield call("check_policy", topic="abuse")).result["policy"])
             customer = data["customer"]
             threshold = abuse[0] if abuse else 3
-            if customer["refunds_last_90_days"] >= threshold or customer["open_chargebacks"]:
+            repeat = customer["refunds_last_90_days"] >= threshold or customer["open_chargebacks"]
+            if refunding and repeat:
                 outcome = "abuse"
         yield from self.finish(outcome, order, amount)
+
+
+class ReferencePolicy(HeuristicPolicy):
+    """The steps-mode reference: the heuristic, reading the abuse section on every ticket, so its
+    reads before the first action depend on the ticket's claim (in the opening), not on the
+    outcome it found (``tests/test_steps_leak.py``)."""
+
+    always_check_abuse = True
 
 
 class OraclePolicy(_SupportScript):
@@ -186,6 +199,9 @@ class EscalateEverything(_SupportScript):
         yield call("reply_to_customer", message="Your ticket was escalated to our billing team.")
         yield call("close_ticket", resolution="escalated")
 
+
+REFERENCES = {"reference": ReferencePolicy}
+"""Steps-mode reference policies (``pipeline.steps``); not ranked with ``POLICIES``."""
 
 POLICIES = {
     "heuristic": HeuristicPolicy,
