@@ -90,6 +90,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="YAML config (configs/*.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="2 steps, save, reload, no push")
+    parser.add_argument(
+        "--eval-cuts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="steps mode: at the end, score the untrained and the trained model on N held-out "
+        "decision cuts per task (beside the reference and the always_* shortcuts) and print it",
+    )
     parser.add_argument("--mode", choices=["plan", "interactive", "steps"], help="sets data.mode")
     parser.add_argument("--max-steps", type=int, help="sets training.max_steps")
     parser.add_argument("--output-dir", help="sets output_dir")
@@ -332,7 +340,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
-    return finish(cfg, result, args.dry_run, console)
+    status = finish(cfg, result, args.dry_run, console)
+    if args.eval_cuts > 0 and status == 0:
+        report_before_after(cfg, result, args.eval_cuts, console)
+    return status
+
+
+def report_before_after(cfg: Any, result: Any, episodes: int, console: Any) -> None:
+    """What the run taught: held-out decision cuts before and after (steps mode)."""
+    import json as _json
+
+    from pipeline.model import resolve_name
+    from pipeline.steps_eval import before_after, before_after_lines
+
+    if cfg.data.mode != "steps":
+        console.print("[yellow]--eval-cuts scores steps-mode runs only; skipped[/]")
+        return
+    # The tiny test model exists only in-process: no untrained folder to score.
+    base = None if cfg.model.backend == "tiny" else resolve_name(cfg.model.name_or_path)
+    tokens = int(cfg.training.get("max_completion_length", 96))
+    table = before_after(cfg, base, str(result.final_dir), episodes, tokens)
+    path = result.output_dir / "before_after.json"
+    path.write_text(_json.dumps(table, indent=1, default=str))
+    console.print(f"[bold]held-out decision cuts[/] ({episodes} eval seeds per task; {path}):")
+    for line in before_after_lines(table):
+        console.print(line, markup=False)
 
 
 if __name__ == "__main__":

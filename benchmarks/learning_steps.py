@@ -64,6 +64,7 @@ def evaluate_horizon(policy: str, episodes: int, reply_tokens: int, lockstep: in
         "result_style": "compact",
         "plan_max_new_tokens": reply_tokens,
         "horizon": "receding",
+        "train_template": True,
         "max_idle_turns": 2,
         "max_context_tokens": 6144,
     }

@@ -78,6 +78,10 @@ class GenerationSettings:
     result_style: str = "full"
     """Tool results as one-line JSON ("full") or ``pipeline.compact`` tables ("compact"): match the
     training run's ``data.result_style``."""
+    train_template: bool = False
+    """Checkpoint backend: render with the training run's qwen2_5 template even when the folder
+    has a template of its own (an untrained base evaluated on steps prompts, whose earlier tool
+    calls and results must read as they read in training)."""
     horizon: str = "receding"
     """Steps mode: run the first call of each plan ("receding") or all of them ("whole")."""
     max_idle_turns: int = 3
@@ -309,7 +313,7 @@ class CheckpointBackend:
             tokenizer = AutoTokenizer.from_pretrained(folder)
         from pipeline import chat_templates
 
-        if chat_templates.ours(tokenizer.chat_template):  # the run's style, not the saved one
+        if settings.train_template or chat_templates.ours(tokenizer.chat_template):
             chat_templates.apply_tool_chat_template(tokenizer, settings.prompt_style)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer

@@ -70,15 +70,23 @@ def scripted_replies(rows: list[dict[str, Any]], policy: str) -> list[str]:
 
 
 def checkpoint_replies(
-    path: str, rows: list[dict[str, Any]], max_new_tokens: int = 96, batch_size: int = 8
+    path: str,
+    rows: list[dict[str, Any]],
+    max_new_tokens: int = 96,
+    batch_size: int = 8,
+    prompt_style: str = "compact",
 ) -> list[str]:
     """Greedy replies of a local model or adapter to each row's prompt, decoded in batches and
-    stopped at the first complete terminal call (the replay ignores anything after it)."""
+    stopped at the first complete terminal call (the replay ignores anything after it). The
+    prompt renders with the training template (qwen2_5, ``prompt_style``'s tool list) even for a
+    base model with a template of its own."""
     from pipeline.agents import CheckpointBackend, GenerationSettings
     from pipeline.batch_generation import generate
     from pipeline.cpu_generation import decision_reached, terminal_tools
 
-    backend = CheckpointBackend(path, GenerationSettings())
+    backend = CheckpointBackend(
+        path, GenerationSettings(prompt_style=prompt_style, train_template=True)
+    )
     tok = backend.tokenizer
     texts = [
         tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
@@ -214,3 +222,50 @@ def evaluate_cuts(
         result_style=result_style,
     )
     return {"summary": summary, "episodes": results}
+
+
+def before_after(
+    cfg: Any, base: str | None, trained: str, episodes: int, reply_tokens: int = 96
+) -> dict[str, dict[str, Any]]:
+    """The held-out decision-cut table a steps run ends with: the untrained ``base`` model (a
+    folder; None leaves it out) and the ``trained`` one, beside the reference and each env's ``always_*`` shortcut, on the
+    same ``episodes`` eval seeds of every env and task the run trained on."""
+    d = cfg.data
+    rows = []
+    for name in d.envs:
+        rows += cut_rows(
+            name, d.tasks, episodes, "eval", "decision", d.prompt_style, d.result_style
+        )
+    shortcuts = sorted(
+        {p for name in d.envs for p in registry.policies(name) if p.startswith("always_")}
+    )
+    table: dict[str, dict[str, Any]] = {}
+    stages = [("untrained", f"checkpoint:{base}")] if base else []
+    for stage, policy in (
+        *stages,
+        ("trained", f"checkpoint:{trained}"),
+        ("reference", "reference"),
+        *((name, name) for name in shortcuts),
+    ):
+        model = policy.startswith("checkpoint:")
+        settings = {"max_new_tokens": reply_tokens, "prompt_style": d.prompt_style} if model else {}
+        results = score_cut_replies(rows, replies_for(policy, rows, **settings))
+        summary = summarize(results)
+        summary["valid_calls"] = round(sum(r["valid_calls"] for r in results) / len(results), 4)
+        summary["mean_reward"] = round(sum(r["total_reward"] for r in results) / len(results), 4)
+        table[stage] = {"summary": summary, "episodes": results}
+    return table
+
+
+def before_after_lines(table: dict[str, dict[str, Any]]) -> list[str]:
+    """The table as aligned text lines (what ``train_grpo.py`` prints)."""
+    head = f"{'policy':<14}{'cuts':>6}{'decision acc.':>15}{'decided':>9}{'valid':>8}{'grade':>8}"
+    lines = [head + f"{'reward':>9}"]
+    for stage, result in table.items():
+        s = result["summary"]
+        lines.append(
+            f"{stage:<14}{s['episodes']:>6}{s['decision_accuracy']:>15.3f}"
+            f"{s['decision_rate']:>9.2f}{s['valid_calls']:>8.2f}{s['mean_grade']:>8.3f}"
+            f"{s['mean_reward']:>9.3f}"
+        )
+    return lines

@@ -11,10 +11,12 @@ from pipeline.config import ConfigError, build_config, load_config
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
-@pytest.mark.parametrize("name", ["cpu.yaml", "colab_t4.yaml", "a100.yaml"])
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.yaml")))
 def test_shipped_configs_validate(name: str) -> None:
     cfg = load_config(CONFIGS / name)
     assert cfg.training["num_generations"] >= 2
+    if name.endswith("_steps.yaml"):
+        assert cfg.data.mode == "steps" and cfg.data.result_style == "compact"
 
 
 def test_set_overrides_any_key_with_yaml_values() -> None:

@@ -41,10 +41,20 @@ def test_targets_are_checked_against_the_untrained_and_warm_stages(stages, tmp_p
     assert "grade gain >= 0.10, intervals apart: met" in text
     # GRPO equal to the warm start is not "above" it.
     assert (
-        "GRPO above warm start: NOT met (paired interval 0.000 [0.000, 0.000] includes 0)" in text
+        "GRPO above warm start: not shown (paired interval 0.000 [0.000, 0.000] includes 0)" in text
     )
     png = chart("plan", _run(stages), tmp_path / "lc.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_gain_whose_interval_includes_zero_is_not_shown_as_met(stages) -> None:
+    import copy
+
+    warm = copy.deepcopy(stages["warm"])
+    warm["episodes"][0]["grade"] -= 0.05  # GRPO is above by its mean, on one world of six
+    text = "\n".join(mode_markdown("plan", _run({**stages, "warm": warm})))
+    assert "GRPO above warm start: not shown (paired interval 0.008 [0.000, 0.025]" in text
+    assert "GRPO above warm start: met" not in text
 
 
 def test_a_final_stage_worse_than_the_untrained_fails_the_gain_target(stages) -> None:
