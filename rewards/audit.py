@@ -27,7 +27,8 @@ sits in ``flip_plan``, ``decision_of`` and ``cite_all_plan``. A completion that 
 would show up as a strategy whose mean total reaches the honest plan's; the audit test asserts a
 clear margin on every task (``margin`` over blind and wrong-decision strategies,
 ``citation_margin`` over the two citation dumps). ``decision_cuts`` checks the steps-mode
-guarantee: after the same prefix the right terminal call out-scores the wrong one.
+guarantee with the prefix replay: after the same prefix the right ending out-scores the wrong
+one, in total and in grade.
 """
 
 from __future__ import annotations
@@ -251,7 +252,7 @@ def audit(
             for label, plan in decision_plans(env_name, episode, majority).items():
                 rows.append((label, _row(env_name, task, seed, render_completion(plan))))
         scored = score_batch([row for _, row in rows], weights)
-        cut = _cut_table([(lab, row, res) for (lab, row), res in zip(rows, scored, strict=True)])
+        cut = _cut_table(_cut_rows(env_name, task, honest, weights))
         if cut:
             cuts[task] = cut
         by_strategy: dict[str, list[tuple[float, float]]] = {}
@@ -274,73 +275,76 @@ def audit(
     )
 
 
-def _cut_table(scored: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> dict[str, float]:
-    """Decision cuts: honest vs flipped on the same seed, where exactly one decision is right."""
-    pairs: dict[int, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {}
-    for label, row, result in scored:
-        if label in (HONEST, "flipped_decision"):
-            pairs.setdefault(row["seed"], {})[label] = (row, result)
-    rows = total_wins = grade_wins = 0
-    for pair in pairs.values():
-        if len(pair) != 2:
-            continue
-        right = {
-            label: decision_gate(CACHE.outcome(r["env"], r["task"], r["seed"], r["completion"])) > 0
-            for label, (r, _) in pair.items()
-        }
-        if right[HONEST] == right["flipped_decision"]:
-            continue
-        good, bad = (HONEST, "flipped_decision") if right[HONEST] else ("flipped_decision", HONEST)
-        rows += 1
-        total_wins += pair[good][1]["total"] > pair[bad][1]["total"]
-        grade_wins += (pair[good][1]["grade"] or 0.0) > (pair[bad][1]["grade"] or 0.0)
+def _cut_table(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Share of decision cuts where the right ending out-scores the wrong one."""
     if not rows:
         return {}
-    return {"rows": rows, "total_wins": total_wins / rows, "grade_wins": grade_wins / rows}
+    n = len(rows)
+    return {
+        "rows": n,
+        "total_wins": sum(r["right_total"] > r["wrong_total"] for r in rows) / n,
+        "grade_wins": sum(r["right_grade"] > r["wrong_grade"] for r in rows) / n,
+    }
+
+
+def _cut_rows(
+    env_name: str,
+    task: str,
+    episodes: dict[int, Episode],
+    weights: dict[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """Score each honest episode's decision cut in steps mode: the prefix is every call the honest
+    plan and its flip share, the two replies are the rest of each; one row per seed where exactly
+    one of the two decisions is right (by the truth: where the heuristic is wrong, its flip is
+    the right one)."""
+    rows: list[dict[str, Any]] = []
+    shared_calls: list[tuple[int, int]] = []
+    for seed, episode in episodes.items():
+        plan, flipped = episode.plan, flip_plan(env_name, episode)
+        if flipped is None or flipped == plan:
+            continue
+        shared = 0
+        while shared < min(len(plan), len(flipped)) and plan[shared] == flipped[shared]:
+            shared += 1
+        for ending in (plan[shared:], flipped[shared:]):
+            row = _row(env_name, task, seed, render_completion(ending))
+            rows.append({**row, "prefix": plan[:shared]})
+        shared_calls.append((seed, shared))
+    results = score_batch(rows, weights)
+    out = []
+    for k, (seed, shared) in enumerate(shared_calls):
+        pair = rows[2 * k : 2 * k + 2]
+        right = [
+            decision_gate(CACHE.outcome(env_name, task, seed, r["completion"], r["prefix"])) > 0
+            for r in pair
+        ]
+        if right[0] == right[1]:
+            continue
+        good, bad = (results[2 * k], results[2 * k + 1])[:: 1 if right[0] else -1]
+        out.append(
+            {
+                "seed": seed,
+                "prefix_calls": shared,
+                "right_total": good["total"],
+                "wrong_total": bad["total"],
+                "right_grade": good["grade"] or 0.0,
+                "wrong_grade": bad["grade"] or 0.0,
+            }
+        )
+    return out
 
 
 def decision_cuts(
     env_name: str, task: str, n_seeds: int = 200, split: str = "eval"
 ) -> list[dict[str, Any]]:
-    """Steps-mode decision cuts, scored: one row per seed where the decision can be flipped.
-
-    The prefix is every honest call before its terminal call(s) that the flipped plan shares;
-    ``right`` and ``wrong`` are the two endings (by the truth, not by the heuristic), each scored
-    as the whole plan prefix + ending -- the grade a prefix replay gives.
-    """
+    """Steps-mode decision cuts, scored with the prefix replay (``rewards.score`` rows with a
+    ``prefix``): one row per seed where the decision can be flipped (see ``_cut_rows``)."""
     env = make(env_name)
     heuristic = policies(env_name)["heuristic"]
-    out = []
-    for seed in split_seeds(split, n_seeds):
-        episode = play(env, heuristic(seed), task, seed)
-        flipped = flip_plan(env_name, episode)
-        if flipped is None or flipped == episode.plan:
-            continue
-        rows = [_row(env_name, task, seed, render_completion(p)) for p in (episode.plan, flipped)]
-        results = score_batch(rows)
-        right = [
-            decision_gate(CACHE.outcome(env_name, task, seed, r["completion"])) > 0 for r in rows
-        ]
-        if right[0] == right[1]:
-            continue
-        good, bad = (0, 1) if right[0] else (1, 0)
-        shared = 0
-        while (
-            shared < min(len(episode.plan), len(flipped))
-            and episode.plan[shared] == flipped[shared]
-        ):
-            shared += 1
-        out.append(
-            {
-                "seed": seed,
-                "prefix_calls": shared,
-                "right_total": results[good]["total"],
-                "wrong_total": results[bad]["total"],
-                "right_grade": results[good]["grade"],
-                "wrong_grade": results[bad]["grade"],
-            }
-        )
-    return out
+    episodes = {
+        seed: play(env, heuristic(seed), task, seed) for seed in split_seeds(split, n_seeds)
+    }
+    return _cut_rows(env_name, task, episodes)
 
 
 # ---------------------------------------------------------------- per-environment knowledge
