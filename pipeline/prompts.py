@@ -32,6 +32,7 @@ from typing import Any
 from env.base import ToolObservation, ToolSpec
 from env.registry import env_class
 from pipeline.compact import compact_text
+from rewards.protocol import render_completion as render_completion  # the plan-mode format
 
 MODES = ("plan", "interactive", "steps")
 RESULT_STYLES = ("full", "compact")
@@ -191,19 +192,3 @@ def user_message(
             head if mode == "interactive" else head + render_observation(observation, result_style)
         )
     return f"{header}\n\n{render_observation(observation, result_style)}"
-
-
-def render_completion(plan: list[Any]) -> str:
-    """A plan (list of ``{"tool", "arguments"}`` dicts or actions) in the plan-mode format.
-
-    >>> render_completion([{"tool": "look", "arguments": {"n": 1}}])
-    '<tool_call>{"name": "look", "arguments": {"n": 1}}</tool_call>'
-    """
-    lines = []
-    for call in plan:
-        if not isinstance(call, dict):
-            call = {"tool": call.tool, "arguments": call.arguments}
-        name = call.get("tool", call.get("name"))
-        payload = {"name": name, "arguments": call.get("arguments", {})}
-        lines.append(f"<tool_call>{json.dumps(payload, ensure_ascii=False)}</tool_call>")
-    return "\n".join(lines)
