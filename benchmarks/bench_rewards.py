@@ -6,7 +6,10 @@
    plans with extra calls, truncated plans, random-policy plans), from a cold replay cache, so
    every completion is parsed and replayed once and the other components reuse that replay.
    Target: <= 2 s on one core.
-2. ``build_dataset`` of 10,000 prompt rows (reset + render per row). Target: <= 20 s.
+2. The same in steps mode: 1,024 replies at cut points of reference trajectories (the rest of the
+   reference, its terminal call alone, a random call before the rest, half the rest), each scored by
+   replaying its row's prefix and then the reply. Target: <= 2 s on one core.
+3. ``build_dataset`` of 10,000 prompt rows (reset + render per row). Target: <= 20 s.
 
 Pinned to one core where the OS allows it. Writes the RESULTS.md section "bench_rewards".
 
@@ -72,6 +75,51 @@ def make_completions(env_name: str, n: int, rng: random.Random) -> list[dict]:
             }
         )
     return rows
+
+
+def make_step_replies(env_name: str, n: int, rng: random.Random) -> list[dict]:
+    """``n`` distinct steps rows {env, task, seed, prefix, completion}: four replies per cut."""
+    from pipeline.dataset import build_rows
+    from pipeline.steps import reference
+
+    env, rows = make(env_name), []
+    cuts = build_rows(env_name, None, max(1, n // 16), "eval", mode="steps", cuts="all")
+    for row in cuts:
+        ref = reference(env, row["task"], row["seed"])
+        rest = ref.calls[row["cut"] : (ref.decision_at or len(ref.calls)) + 1]
+        noisy = play(env, policies(env_name)["random"](row["seed"]), row["task"], row["seed"]).plan
+        for calls in (
+            rest,
+            rest[-1:],
+            rng.sample(noisy, min(1, len(noisy))) + rest,
+            rest[: max(1, len(rest) // 2)],
+        ):
+            rows.append(
+                {
+                    **{k: row[k] for k in ("env", "task", "seed", "prefix")},
+                    "completion": render_completion(calls),
+                }
+            )
+    rng.shuffle(rows)
+    return rows[:n]
+
+
+def bench_step_rewards(rows: list[dict]) -> dict[str, float]:
+    """All five components over steps rows from a cold cache (prefix replayed for each reply)."""
+    funcs, _ = build_reward_functions({"os_mechanics": 1.0})
+    kwargs = {key: [row[key] for row in rows] for key in ("env", "task", "seed", "prefix")}
+    completions = [row["completion"] for row in rows]
+    CACHE.clear()
+    start = time.perf_counter()
+    for fn in funcs:
+        fn([None] * len(rows), completions, **kwargs)
+    prefix_calls = [row["prefix"].count('"tool"') for row in rows]
+    return {
+        "completions": len(rows),
+        "mean_prefix": sum(prefix_calls) / len(prefix_calls),
+        "replays": CACHE.replays,
+        "all_components_s": time.perf_counter() - start,
+    }
 
 
 def bench_rewards(rows: list[dict]) -> dict[str, float]:
@@ -176,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = make_completions(args.env, args.completions, random.Random(0))
     rewards = bench_rewards(rows)
+    steps = bench_step_rewards(make_step_replies(args.env, args.completions, random.Random(0)))
     dataset = bench_dataset(args.env, args.rows)
+    ok_s = steps["all_components_s"] <= 2.0
     ok_r = rewards["all_components_s"] <= 2.0
     ok_d = dataset["build_s"] <= 20.0
     body = "\n".join(
@@ -189,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             f"(mean {rewards['mean_calls']:.1f}, max {rewards['max_calls']} calls), cold cache "
             f"| {rewards['all_components_s']:.2f} s ({rewards['replays']} replays) "
             f"| <= 2 s {'ok' if ok_r else 'MISSED'} |",
+            f"| steps mode: all 5 components, {steps['completions']} replies at cut points "
+            f"(prefix mean {steps['mean_prefix']:.1f} calls), cold cache "
+            f"| {steps['all_components_s']:.2f} s ({steps['replays']} replays) "
+            f"| <= 2 s {'ok' if ok_s else 'MISSED'} |",
             f"| parsing only, same completions | {rewards['parse_s'] * 1000:.0f} ms | - |",
             f"| env replays only (reset + steps + report), same plans "
             f"| {rewards['replay_s']:.2f} s | - |",
@@ -199,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     print(body)
     if not args.no_write:
         write_section("bench_rewards", body)
-    return 0 if ok_r and ok_d else 1
+    return 0 if ok_r and ok_d and ok_s else 1
 
 
 if __name__ == "__main__":
