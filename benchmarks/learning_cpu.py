@@ -195,39 +195,15 @@ def evaluate_plans_batched(
 
     import env as registry
     from env.rollout import replay
-    from pipeline.agents import CheckpointBackend, GenerationSettings
-    from pipeline.batch_generation import generate
-    from pipeline.cpu_generation import decision_reached, terminal_tools
     from pipeline.dataset import build_rows
     from pipeline.evaluation import episode_row, summarize
+    from pipeline.steps_eval import batched_replies
     from rewards import parse_tool_calls
 
-    backend = CheckpointBackend(path, GenerationSettings())
-    tokenizer = backend.tokenizer
     environment = registry.make("aml")
     prompts = build_rows("aml", ["easy"], episodes, "eval", 0, "plan", PROMPT_STYLE)
-    ids = [
-        tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
-        for r in prompts
-    ]
-    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ids]
-    start = time.perf_counter()
-    tokens = generate(
-        backend.model,
-        ids,
-        max_new_tokens,
-        backend.stop_ids,
-        tokenizer.pad_token_id,
-        batch_size,
-        finished=decision_reached(tokenizer, terminal_tools(["aml"])),
-    )
-    replies = [tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
-    logger.info(
-        "%s plan: %d replies, %d tokens in %.0f s",
-        path.name,
-        len(replies),
-        sum(map(len, tokens)),
-        time.perf_counter() - start,
+    replies, tokens = batched_replies(
+        str(path), prompts, max_new_tokens, batch_size, "full", train_template=False
     )
     rows = []
     for prompt, reply in zip(prompts, replies, strict=True):

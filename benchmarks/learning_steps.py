@@ -181,28 +181,14 @@ def steps_markdown(run: dict[str, Any], command: str) -> list[str]:
         "",
         "Held-out AML-easy decision cuts (one greedy reply each, scored by the training rewards):",
         "",
-        "| policy / stage | cuts | decision acc. [95% CI] | decided | valid calls | grade |",
-        "|---|---|---|---|---|---|",
-    ]
-    for stage, result in cuts.items():
-        t = interval_table(result["episodes"])["all"]
-        lines.append(
-            f"| {stage} | {t['grade']['n']} | {fmt(t['decision_accuracy'])} | "
-            f"{fmt(t['decision_rate'])} | {fmt(t['valid_call_rate'])} | {fmt(t['grade'])} |"
-        )
-    lines += [
+        *stage_table(
+            cuts, "cuts", ("decision_accuracy", "decision_rate", "valid_call_rate", "grade")
+        ),
         "",
         "Held-out AML-easy episodes, receding horizon (each turn a plan; its first call runs):",
         "",
-        "| policy / stage | episodes | grade [95% CI] | decided | decision acc. |",
-        "|---|---|---|---|---|",
+        *stage_table(horizon, "episodes", ("grade", "decision_rate", "decision_accuracy")),
     ]
-    for stage, result in horizon.items():
-        t = interval_table(result["episodes"])["all"]
-        lines.append(
-            f"| {stage} | {t['grade']['n']} | {fmt(t['grade'])} | {fmt(t['decision_rate'])} | "
-            f"{fmt(t['decision_accuracy'])} |"
-        )
     lines += ["", "| comparison | paired difference [95% CI] |", "|---|---|"]
     gains = {}
     for before in ("always_file", "warm", "untrained"):
@@ -215,6 +201,25 @@ def steps_markdown(run: dict[str, Any], command: str) -> list[str]:
         diff = paired_difference(horizon["warm"]["episodes"], horizon["grpo"]["episodes"])
         lines.append(f"| episodes: grpo - warm, grade | {fmt(diff)} |")
     lines += ["", *steps_targets(run, gains)]
+    return lines
+
+
+LABELS = {
+    "decision_accuracy": "decision acc.",
+    "decision_rate": "decided",
+    "valid_call_rate": "valid calls",
+    "grade": "grade",
+}
+
+
+def stage_table(results: dict[str, Any], unit: str, metrics: tuple[str, ...]) -> list[str]:
+    """One markdown row per stage: its count and each metric with its 95% interval."""
+    head = " | ".join(LABELS[m] + (" [95% CI]" if i == 0 else "") for i, m in enumerate(metrics))
+    lines = [f"| policy / stage | {unit} | {head} |", "|---|---|" + "---|" * len(metrics)]
+    for stage, result in results.items():
+        t = interval_table(result["episodes"])["all"]
+        cells = " | ".join(fmt(t[m]) for m in metrics)
+        lines.append(f"| {stage} | {t['grade']['n']} | {cells} |")
     return lines
 
 

@@ -69,24 +69,25 @@ def scripted_replies(rows: list[dict[str, Any]], policy: str) -> list[str]:
     return replies
 
 
-def checkpoint_replies(
+def batched_replies(
     path: str,
     rows: list[dict[str, Any]],
     max_new_tokens: int = 96,
     batch_size: int = 8,
     prompt_style: str = "compact",
-) -> list[str]:
-    """Greedy replies of a local model or adapter to each row's prompt, decoded in batches and
-    stopped at the first complete terminal call (the replay ignores anything after it). The
-    prompt renders with the training template (qwen2_5, ``prompt_style``'s tool list) even for a
-    base model with a template of its own."""
+    train_template: bool = True,
+) -> tuple[list[str], list[list[int]]]:
+    """Greedy replies (text and token ids) of a local model or adapter to each row's prompt,
+    decoded in batches and stopped at the first complete terminal call (the replay ignores
+    anything after it). ``train_template`` renders with the training template (qwen2_5,
+    ``prompt_style``'s tool list) even for a base model with a template of its own, as steps
+    prompts need; plan-mode evaluation keeps a base model's own template."""
     from pipeline.agents import CheckpointBackend, GenerationSettings
     from pipeline.batch_generation import generate
     from pipeline.cpu_generation import decision_reached, terminal_tools
 
-    backend = CheckpointBackend(
-        path, GenerationSettings(prompt_style=prompt_style, train_template=True)
-    )
+    settings = GenerationSettings(prompt_style=prompt_style, train_template=train_template)
+    backend = CheckpointBackend(path, settings)
     tok = backend.tokenizer
     texts = [
         tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False)
@@ -104,12 +105,25 @@ def checkpoint_replies(
         finished=decision_reached(tok, terminal_tools({r["env"] for r in rows})),
     )
     logger.info(
-        "%d replies (%d prompt tokens) in %.0f s",
+        "%s: %d replies (%d prompt tokens, %d new) in %.0f s",
+        path,
         len(rows),
         sum(map(len, ids)),
+        sum(map(len, tokens)),
         time.perf_counter() - start,
     )
-    return [tok.decode(t, skip_special_tokens=True) for t in tokens]
+    return [tok.decode(t, skip_special_tokens=True) for t in tokens], tokens
+
+
+def checkpoint_replies(
+    path: str,
+    rows: list[dict[str, Any]],
+    max_new_tokens: int = 96,
+    batch_size: int = 8,
+    prompt_style: str = "compact",
+) -> list[str]:
+    """Greedy replies to steps prompts (``batched_replies`` with the training template)."""
+    return batched_replies(path, rows, max_new_tokens, batch_size, prompt_style)[0]
 
 
 def openai_replies(model: str, rows: list[dict[str, Any]], max_new_tokens: int = 256) -> list[str]:

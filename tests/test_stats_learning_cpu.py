@@ -156,3 +156,29 @@ def test_the_interactive_report_names_its_conversation_cap_and_the_plan_report_d
     for mode, shown in (("interactive", True), ("plan", False)):
         text = "\n".join(mode_markdown(mode, {**_run(stages), "args": args}))
         assert ("conversations at 4096 tokens" in text) is shown
+
+
+def test_steps_report_marks_a_target_met_only_when_its_interval_says_so() -> None:
+    from benchmarks.learning_steps import cut_rows, evaluate_cuts, steps_markdown
+
+    rows = cut_rows(20)
+    reference, always_file = (evaluate_cuts(p, rows, 64) for p in ("reference", "always_file"))
+    run = {
+        "machine": "test",
+        "seconds": 10.0,
+        "warm_seconds": 1.0,
+        "grpo_seconds": 1.0,
+        "frac_reward_zero_std": [0.25],
+        "overrides": ["output_dir=x", "data.n_train=4"],
+        "curves": "c.png",
+        "horizon": {},
+    }
+    good = {"always_file": always_file, "warm": always_file, "grpo": reference}
+    text = "\n".join(steps_markdown({**run, "cuts": good}, "cmd"))
+    assert "| cuts: grpo - always_file, decision accuracy |" in text
+    assert "decision accuracy >= always_file + 0.10, paired interval above 0: met" in text
+    assert "first GRPO step frac_reward_zero_std <= 0.5: met" in text
+    same = {"always_file": always_file, "warm": always_file, "grpo": always_file}
+    text = "\n".join(steps_markdown({**run, "cuts": same}, "cmd"))
+    assert "paired interval above 0: NOT met" in text
+    assert "aim: decision accuracy >= 0.8: NOT met" in text
