@@ -132,6 +132,7 @@ def _settings(args: argparse.Namespace) -> dict | None:
         settings["result_style"] = args.result_style
     if args.mode == "steps":
         settings["horizon"] = args.horizon
+        settings["train_template"] = True  # earlier calls render as in steps training
     if args.max_new_tokens:
         settings["plan_max_new_tokens"] = args.max_new_tokens
     return settings or None

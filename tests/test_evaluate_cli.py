@@ -80,3 +80,17 @@ def test_other_environments_work_through_tasks():
         pytest.skip(f"env.{other} cannot be imported yet")
     result = evaluate(other, "heuristic", "all", 2, "eval", progress=False)
     assert len(result["episodes"]) == 2 * len(env.env_class(other).tasks)
+
+
+def test_cli_scores_steps_replies_at_decision_cuts(tmp_path, capsys):
+    out = tmp_path / "cuts.json"
+    argv = ["--env", "aml", "--mode", "steps", "--cuts", "decision", "--difficulty", "easy"]
+    for policy in ("always_file", "reference"):
+        assert main([*argv, "--policy", policy, "--episodes", "8", "--json", str(out)]) == 0
+        summary = json.loads(out.read_text())["summary"]
+        assert summary["prompts"] == 8 and summary["decision_rate"] == 1.0
+        assert summary["cuts"] == "decision" and summary["valid_calls"] == 1.0
+    assert summary["decision_accuracy"] == 1.0  # the reference decides AML easy right
+    assert "8 cut prompts (decision)" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--mode steps"):
+        main(["--env", "aml", "--policy", "always_file", "--cuts", "decision"])
