@@ -30,56 +30,131 @@ class HubPushError(RuntimeError):
     """The push failed; the local save is intact (the message says where)."""
 
 
-def _eval_section(eval_results: str | None) -> str:
-    """Markdown of the latest evaluation results (a JSON summary or a Markdown file)."""
+EVAL_COLUMNS = ("episodes", "mean_grade", "decision_accuracy", "decision_rate", "mean_steps")
+"""The columns of ``scripts/evaluate.py``'s summary that the card's evaluation table shows."""
+
+
+def _eval_summary(eval_results: str | None) -> tuple[dict[str, Any] | None, str]:
+    """(the JSON summary, or None; the Markdown of the card's evaluation section)."""
     if not eval_results:
-        return "No evaluation results were attached to this run (see `scripts/evaluate.py`).\n"
+        return (
+            None,
+            "No evaluation results were attached to this run (see `scripts/evaluate.py`).\n",
+        )
     path = Path(eval_results)
     if not path.exists():
-        return f"Evaluation results file `{path}` was not found when this card was written.\n"
-    if path.suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        summary = data.get("summary", data) if isinstance(data, dict) else data
-        body = json.dumps(summary, indent=2)[:4000]
-        return f"From `{path.name}`:\n\n```json\n{body}\n```\n"
-    return path.read_text(encoding="utf-8")[:6000] + "\n"
+        return None, f"Evaluation results file `{path}` was not found when this card was written.\n"
+    if path.suffix != ".json":
+        return None, path.read_text(encoding="utf-8")[:6000] + "\n"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    summary = data.get("summary", data) if isinstance(data, dict) else data
+    if not isinstance(summary, dict):
+        return (
+            None,
+            f"From `{path.name}`:\n\n```json\n{json.dumps(summary, indent=2)[:4000]}\n```\n",
+        )
+    return summary, f"From `{path.name}`:\n\n{eval_table(summary)}"
 
 
-def model_card(cfg: Any, base_model: str, extra: dict[str, Any] | None = None) -> str:
-    """The README.md for the pushed repo (YAML metadata + what was trained and how)."""
+def _cell(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def eval_table(summary: dict[str, Any]) -> str:
+    """Markdown table of an evaluation summary: one row overall (every numeric field), then one
+    per task and per hidden category when ``scripts/evaluate.py`` wrote them."""
+    scalars = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not True}
+    lines = ["| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in scalars.items()]
+    for key, label in (("per_task", "task"), ("per_category", "category")):
+        groups = summary.get(key)
+        if not isinstance(groups, dict) or not groups:
+            continue
+        lines += ["", f"| {label} | " + " | ".join(EVAL_COLUMNS) + " |"]
+        lines.append("|---" * (len(EVAL_COLUMNS) + 1) + "|")
+        for name, row in groups.items():
+            cells = [_cell(row.get(c, "")) for c in EVAL_COLUMNS]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _eval_results(summary: dict[str, Any] | None, envs: list[str]) -> list[Any] | None:
+    """The summary's numeric metrics as ``huggingface_hub.EvalResult`` (the card's model-index)."""
+    from huggingface_hub import EvalResult
+
+    if not summary:
+        return None
+    env = str(summary.get("env") or ",".join(envs))
+    split = summary.get("split")
+    results = [
+        EvalResult(
+            task_type="text-generation",
+            task_name="tool-using agent episodes",
+            dataset_type=env,
+            dataset_name=f"{env} episodes (procedurally generated, seeded)",
+            dataset_split=str(split) if split else None,
+            metric_type=name,
+            metric_name=name,
+            metric_value=value,
+        )
+        for name, value in summary.items()
+        if name in EVAL_COLUMNS[1:] and isinstance(value, (int, float))
+    ]
+    return results or None
+
+
+def model_card(
+    cfg: Any, base_model: str, extra: dict[str, Any] | None = None, model_name: str | None = None
+) -> str:
+    """The README.md for the pushed repo: ``huggingface_hub.ModelCard`` with ``ModelCardData``
+    metadata (library, base model, tags, and the evaluation metrics as model-index results) and
+    what was trained and how, with the evaluation table."""
+    from huggingface_hub import ModelCard, ModelCardData
+
     from rewards import resolve_weights
 
     data, weights = cfg.data, resolve_weights(cfg.rewards.weights or None)
-    meta = {
-        "library_name": "peft" if cfg.peft.enabled else "transformers",
-        "base_model": base_model,
-        "tags": ["grpo", "trl", "tool-use", "agent", *data.envs],
-        "pipeline_tag": "text-generation",
-    }
+    summary, eval_text = _eval_summary(cfg.hub.eval_results)
+    results = _eval_results(summary, list(data.envs))
+    name = model_name or cfg.hub.hub_model_id or f"grpo-{'-'.join(data.envs)}"
+    card_data = ModelCardData(
+        library_name="peft" if cfg.peft.enabled else "transformers",
+        base_model=base_model,
+        tags=["grpo", "trl", "tool-use", "agent", *data.envs],
+        pipeline_tag="text-generation",
+        model_name=name if results else None,
+        eval_results=results,
+    )
     tasks = ", ".join(data.tasks) if data.tasks else "all tasks of each environment"
-    reward_rows = "\n".join(f"| {name} | {w:g} |" for name, w in weights.items())
+    reward_rows = "\n".join(f"| {n} | {w:g} |" for n, w in weights.items())
     config_yaml = yaml.safe_dump(cfg.to_dict(), sort_keys=False)
     facts = "\n".join(f"- {k}: {v}" for k, v in (extra or {}).items())
-    return (
-        f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n"
+    seen = {
+        "interactive": "the model sees every tool result",
+        "steps": "one call at a time from a cut of a reference trajectory, replayed by the rewards",
+    }.get(data.mode, "one completion holds the whole tool plan, replayed by the rewards")
+    content = (
+        f"---\n{card_data.to_yaml()}\n---\n\n"
         f"# Tool-using agent trained with GRPO on {', '.join(data.envs)}\n\n"
         f"A {'LoRA adapter for' if cfg.peft.enabled else 'fine-tune of'} `{base_model}`, trained "
         f"with TRL's GRPOTrainer on procedurally generated, seeded episodes.\n\n"
         f"- Environments: {', '.join(data.envs)}\n- Tasks: {tasks}\n"
-        f"- Training mode: {data.mode} "
-        f"({'the model sees every tool result' if data.mode == 'interactive' else 'one completion holds the whole tool plan, replayed by the rewards'})\n"
+        f"- Training mode: {data.mode} ({seen})\n"
         f"- Training prompts: {data.n_train} per environment (train seed split)\n"
         f"{facts}\n\n"
         f"## Reward components\n\n| component | weight |\n|---|---|\n{reward_rows}\n\n"
-        f"## Evaluation\n\n{_eval_section(cfg.hub.eval_results)}\n"
+        f"## Evaluation\n\n{eval_text}\n"
         f"## Training configuration\n\n```yaml\n{config_yaml}```\n"
     )
+    return str(ModelCard(content))
 
 
 def write_model_card(folder: Path, cfg: Any, base_model: str, extra: dict | None = None) -> Path:
-    """Write ``folder/README.md``."""
+    """Write ``folder/README.md`` (``ModelCard.save``)."""
+    from huggingface_hub import ModelCard
+
     path = Path(folder) / "README.md"
-    path.write_text(model_card(cfg, base_model, extra), encoding="utf-8")
+    ModelCard(model_card(cfg, base_model, extra)).save(path)
     return path
 
 
@@ -173,6 +248,27 @@ def merge_16bit(
     merged.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     return Path(folder)
+
+
+def merge_adapter(adapter_dir: Path, folder: Path, dtype: str = "float32") -> Any:
+    """Merge a saved LoRA adapter into the base its config names (loaded in ``dtype`` on CPU;
+    the SmolLM2 Hub id maps to the local conversion) and save the model to ``folder``. Returns
+    the tokenizer (the adapter folder's, else the base's), unsaved: the caller finishes it."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    adapter_dir = Path(adapter_dir)
+    config = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
+    base_name = config.get("base_model_name_or_path")
+    if not base_name:
+        raise ValueError(f"{adapter_dir}/adapter_config.json names no base model")
+    base_path = local_base(base_name)
+    base = AutoModelForCausalLM.from_pretrained(base_path, dtype=getattr(torch, dtype))
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    merged.save_pretrained(folder, safe_serialization=True)
+    has_tokenizer = (adapter_dir / "tokenizer_config.json").is_file()
+    return AutoTokenizer.from_pretrained(adapter_dir if has_tokenizer else base_path)
 
 
 def upload_plan(folder: Path) -> list[tuple[str, int]]:

@@ -1,231 +1,154 @@
-"""Serve a local checkpoint as an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+"""Serve a trained adapter or a model folder with ``transformers serve`` (OpenAI-compatible).
 
-The inference runner (``scripts/inference.py``) and any OpenAI client can then evaluate a trained
-checkpoint exactly as they evaluate a hosted model. The model is loaded once with transformers;
-``tools`` in a request go through the chat template (TRL's qwen2_5 template, the one training
-uses), and ``<tool_call>{...}</tool_call>`` blocks in the reply come back as OpenAI
-``tool_calls``. Requests are served one at a time (a lock around generation): this is an
-evaluation server for one CPU or GPU, not a production engine. A client that disconnects (its
-timeout ran out) stops its generation, so a retry does not queue behind abandoned work.
+``transformers serve`` loads a full model folder (config + weights + tokenizer); it cannot load a
+PEFT adapter folder (it reads ``config.json`` first). This wrapper prepares a folder it can serve
+and then replaces itself with ``transformers serve FOLDER``:
 
-    python scripts/serve_openai.py --model smollm2 --port 8001
-    API_BASE_URL=http://127.0.0.1:8001/v1 MODEL_NAME=smollm2 python scripts/inference.py
+- a LoRA adapter folder (``adapter_config.json``) is merged into its base on this machine
+  (``pipeline.hub.merge_adapter``: the base named in the adapter config, the SmolLM2 Hub id mapped
+  to the local conversion) and saved to ``--out`` (default: ``ADAPTER-merged``);
+- a model folder (or ``smollm2``) is linked file by file into ``--out``, weights untouched;
+- in both, the tokenizer gets the tool-calling chat template training used (TRL's qwen2_5, when
+  its own has no tool support) and a ``response_template`` so that ``<tool_call>{...}</tool_call>``
+  blocks come back as OpenAI ``tool_calls`` (transformers ships that parser only for Qwen models).
+
+The server pins that one folder: requests must name it as ``model`` (or omit it).
+
+    python scripts/serve_openai.py outputs/cpu/final --port 8001        # adapter -> merged, served
+    API_BASE_URL=http://127.0.0.1:8001/v1 MODEL_NAME=outputs/cpu/final-merged \
+        python scripts/inference.py
+    python scripts/serve_openai.py outputs/cpu/final --prepare-only      # just write the folder
+
+Any flag after ``--`` goes to ``transformers serve`` (e.g. ``-- --continuous-batching``).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
-import re
+import os
+import shutil
 import sys
-import threading
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
-from pydantic import BaseModel, Field
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-logger = logging.getLogger("serve_openai")
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+RESPONSE_TEMPLATE: dict[str, Any] = {
+    # transformers' own Qwen2 response template (cli/serving/utils.py), for the qwen2_5 chat
+    # template the pipeline trains with: <tool_call>{json}</tool_call> -> OpenAI tool_calls.
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "tool_calls": {
+            "open_pattern": r"\s*<tool_call>",
+            "close": "</tool_call>",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {
+            "close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>)",
+            "content": "text",
+        },
+    },
+}
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "tokenizer.model",
+)
 
 
-class ChatRequest(BaseModel):
-    """The subset of OpenAI's chat-completions request this server honours."""
+def serving_tokenizer(tokenizer: Any, prompt_style: str = "full") -> Any:
+    """The tokenizer as served: a tool-calling chat template and the tool-call response parser."""
+    from pipeline import chat_templates
 
-    model: str = ""
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None = None
-    max_tokens: int | None = Field(default=None, ge=1, le=4096)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=4096)
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    seed: int | None = None
+    if chat_templates.ours(tokenizer.chat_template):
+        chat_templates.apply_tool_chat_template(tokenizer, prompt_style)
+    tokenizer.response_template = RESPONSE_TEMPLATE
+    return tokenizer
 
 
-def load(model: str) -> tuple[Any, Any]:
-    """Model and tokenizer from a folder, or ``smollm2`` for the converted CPU model."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def prepare(
+    model: str, out: Path | None = None, dtype: str = "float32", prompt_style: str = "full"
+) -> Path:
+    """Write the folder ``transformers serve`` loads; returns it (see the module docstring)."""
+    from transformers import AutoTokenizer
 
-    from pipeline.model import apply_tool_chat_template, smollm2_path
+    from pipeline.model import resolve_name
 
-    path = smollm2_path() if model.lower().startswith("smollm2") else Path(model)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.chat_template is None or "tools" not in tokenizer.chat_template:
-        apply_tool_chat_template(tokenizer)
-    lm = AutoModelForCausalLM.from_pretrained(path)
-    lm.eval()
-    return lm, tokenizer
+    source = Path(resolve_name(model))
+    if not source.is_dir():
+        raise FileNotFoundError(f"{model}: no such model or adapter folder")
+    adapter = (source / "adapter_config.json").is_file()
+    if out is None:
+        out = source.with_name(source.name + ("-merged" if adapter else "-serve"))
+    out = Path(out)
+    if out.resolve() == source.resolve():
+        raise ValueError("--out must differ from the model folder")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    if adapter:
+        from pipeline.hub import merge_adapter
 
-
-def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI messages -> chat-template messages (tool-call arguments as objects)."""
-    out = []
-    for message in messages:
-        message = dict(message)
-        if message.get("content") is None:
-            message["content"] = ""
-        calls = []
-        for call in message.get("tool_calls") or []:
-            fn = dict(call.get("function", call))
-            if isinstance(fn.get("arguments"), str):
-                try:
-                    fn["arguments"] = json.loads(fn["arguments"])
-                except json.JSONDecodeError:
-                    fn["arguments"] = {}
-            calls.append({"type": "function", "function": fn})
-        if calls:
-            message["tool_calls"] = calls
-        out.append(message)
+        tokenizer = merge_adapter(source, out, dtype)
+    else:
+        for path in source.iterdir():
+            if path.is_file() and path.name not in TOKENIZER_FILES and path.name != "README.md":
+                (out / path.name).symlink_to(path.resolve())
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    serving_tokenizer(tokenizer, prompt_style).save_pretrained(out)
     return out
 
 
-def split_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """Reply text -> (content without tool-call tags, OpenAI ``tool_calls``)."""
-    calls = []
-    for i, block in enumerate(_TOOL_CALL.findall(text)):
-        try:
-            payload = json.loads(block.strip())
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
-            continue
-        arguments = payload.get("arguments", {})
-        calls.append(
-            {
-                "id": f"call_{i}_{uuid.uuid4().hex[:8]}",
-                "type": "function",
-                "function": {"name": payload["name"], "arguments": json.dumps(arguments)},
-            }
-        )
-    content = _TOOL_CALL.sub("", text).strip() if calls else text
-    return content, calls
+def command(folder: Path, host: str, port: int, device: str, extra: list[str]) -> list[str]:
+    """The ``transformers serve`` command line for ``folder``."""
+    return [
+        sys.executable,
+        "-m",
+        "transformers.cli.transformers",
+        "serve",
+        str(folder),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--device",
+        device,
+        *extra,
+    ]
 
 
-def _finished(output: Any, tokenizer: Any) -> bool:
-    return bool(output.shape[1]) and int(output[0, -1]) == tokenizer.eos_token_id
-
-
-def create_app(model: Any, tokenizer: Any, name: str) -> FastAPI:
-    """The OpenAI-compatible app around a loaded model."""
-    import torch
-
-    app = FastAPI(title=f"OpenAI-compatible server for {name}")
-    lock = threading.Lock()
-    app.state.cancelled = 0  # generations stopped because their client left
-
-    def generate(ids: Any, request: ChatRequest, cancel: threading.Event) -> Any:
-        """One generation under the lock; None if the client left before it finished."""
-        from transformers import StoppingCriteria, StoppingCriteriaList
-
-        class Cancelled(StoppingCriteria):
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-                return torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool)
-
-        sample = request.temperature > 0
-        with lock, torch.no_grad():
-            if cancel.is_set():
-                return None
-            if request.seed is not None:
-                torch.manual_seed(request.seed)
-            output = model.generate(
-                **ids,
-                max_new_tokens=request.max_completion_tokens or request.max_tokens or 256,
-                do_sample=sample,
-                temperature=request.temperature if sample else None,
-                top_p=request.top_p if sample else None,
-                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
-                stopping_criteria=StoppingCriteriaList([Cancelled()]),
-            )
-        return None if cancel.is_set() and not _finished(output, tokenizer) else output
-
-    @app.get("/health")
-    def health() -> dict[str, str]:
-        return {"status": "healthy", "model": name}
-
-    @app.get("/v1/models")
-    def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "local"}]}
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: ChatRequest, raw: Request) -> dict[str, Any]:
-        if not request.messages:
-            raise HTTPException(status_code=400, detail="messages must not be empty")
-        try:
-            ids = tokenizer.apply_chat_template(
-                _template_messages(request.messages),
-                tools=request.tools,
-                add_generation_prompt=True,
-                return_tensors="pt",
-                return_dict=True,
-            )
-        except Exception as exc:  # a malformed conversation is the caller's error
-            raise HTTPException(status_code=400, detail=f"cannot render messages: {exc}") from None
-        cancel = threading.Event()
-
-        async def watch() -> None:  # a client that gave up (timeout) frees the model at once
-            while not cancel.is_set():
-                if await raw.is_disconnected():
-                    cancel.set()
-                await asyncio.sleep(0.2)
-
-        watcher = asyncio.create_task(watch())
-        try:
-            output = await asyncio.to_thread(generate, ids, request, cancel)
-        finally:
-            cancel.set()
-            watcher.cancel()
-        if output is None:
-            app.state.cancelled += 1
-            raise HTTPException(status_code=499, detail="client disconnected")
-        new = output[0, ids["input_ids"].shape[1] :]
-        text = tokenizer.decode(new, skip_special_tokens=True)
-        content, calls = split_tool_calls(text)
-        finished = _finished(output, tokenizer)
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if calls:
-            message["tool_calls"] = calls
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": request.model or name,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": "tool_calls" if calls else ("stop" if finished else "length"),
-                }
-            ],
-            "usage": {
-                "prompt_tokens": int(ids["input_ids"].shape[1]),
-                "completion_tokens": int(len(new)),
-                "total_tokens": int(ids["input_ids"].shape[1] + len(new)),
-            },
-        }
-
-    return app
-
-
-def main(argv: list[str] | None = None) -> None:
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description="OpenAI-compatible server for a local model")
-    parser.add_argument("--model", default="smollm2", help="model folder, or smollm2")
-    parser.add_argument("--name", default=None, help="model id reported (default: --model)")
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model", help="adapter folder, model folder, or smollm2")
+    parser.add_argument("--out", type=Path, default=None, help="folder to write and serve")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda:0, auto")
+    parser.add_argument("--dtype", default="float32", help="dtype of a merged adapter")
+    parser.add_argument("--prompt-style", default="full", choices=("full", "compact"))
+    parser.add_argument("--prepare-only", action="store_true", help="write the folder, no server")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    model, tokenizer = load(args.model)
-    app = create_app(model, tokenizer, args.name or args.model)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    folder = prepare(args.model, args.out, args.dtype, args.prompt_style)
+    print(json.dumps({"folder": str(folder), "model_name": str(folder)}), flush=True)
+    if args.prepare_only:
+        return 0
+    cmd = command(folder, args.host, args.port, args.device, extra)
+    os.execv(cmd[0], cmd)
+    return 0  # not reached
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -97,17 +97,39 @@ def test_unreachable_hub_is_a_clear_error_after_the_save(tmp_path: Path) -> None
 
 
 def test_model_card_names_env_tasks_rewards_config_and_eval(tmp_path: Path) -> None:
+    from huggingface_hub import ModelCard
+
     results = tmp_path / "eval.json"
-    results.write_text(json.dumps({"summary": {"mean_grade": 0.61, "decision_rate": 0.9}}))
+    per_task = {"easy": {"episodes": 20, "mean_grade": 0.61, "decision_accuracy": 0.7}}
+    summary = {"env": "support", "split": "test", "mean_grade": 0.61, "decision_rate": 0.9}
+    results.write_text(json.dumps({"summary": {**summary, "per_task": per_task}}))
     cfg = _config()
     cfg.hub.eval_results = str(results)
     card = model_card(cfg, "HuggingFaceTB/SmolLM2-135M-Instruct")
-    assert card.startswith(
-        "---\nlibrary_name: peft\nbase_model: HuggingFaceTB/SmolLM2-135M-Instruct"
-    )
-    for text in ("support", "Tasks: easy", "| grade |", "| format |", "mean_grade", "0.61"):
+    data = ModelCard(card).data  # the metadata huggingface_hub reads back
+    assert data.library_name == "peft"
+    assert data.base_model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert {"grpo", "trl", "support"} <= set(data.tags)
+    metrics = {r.metric_type: r.metric_value for r in data.eval_results}
+    assert metrics == {"mean_grade": 0.61, "decision_rate": 0.9}
+    assert {r.dataset_split for r in data.eval_results} == {"test"}
+    for text in ("support", "Tasks: easy", "| grade |", "| format |", "num_generations: 2"):
         assert text in card
-    assert "num_generations: 2" in card
+    assert "| mean_grade | 0.610 |" in card  # the evaluation table
+    assert "| easy | 20 | 0.610 | 0.700 |" in card
+    written = write_model_card(tmp_path, cfg, "base")
+    assert ModelCard.load(written).data.base_model == "base"
+
+
+def test_model_card_without_results_says_so(tmp_path: Path) -> None:
+    from huggingface_hub import ModelCard
+
+    card = model_card(_config(), "base")
+    assert ModelCard(card).data.eval_results is None
+    assert "No evaluation results were attached" in card
+    cfg = _config()
+    cfg.hub.eval_results = str(tmp_path / "missing.json")
+    assert "was not found" in model_card(cfg, "base")
 
 
 def test_upload_plan_lists_every_file_with_its_size(tmp_path: Path) -> None:

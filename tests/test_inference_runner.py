@@ -1,4 +1,5 @@
-"""scripts/inference.py for real: SmolLM2 behind scripts/serve_openai.py, the env behind env.server.
+"""scripts/inference.py for real: SmolLM2 behind ``transformers serve`` (scripts/serve_openai.py),
+the env behind env.server.
 
 The model is tiny and untrained, so the test asserts the protocol, not the play: the exact
 [START]/[STEP]/[END] lines, that the printed actions replayed in-process give the printed rewards
@@ -52,17 +53,18 @@ def run_runner(env_vars: dict[str, str], timeout: float = 240) -> subprocess.Com
 
 
 @pytest.mark.slow
-def test_runner_plays_smollm2_against_a_served_environment():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from serve_openai import create_app, load
+def test_runner_plays_smollm2_against_a_served_environment(tmp_path: Path):
+    from test_transformers_serve import transformers_serve
 
-    model, tokenizer = load("smollm2")
-    llm_app = create_app(model, tokenizer, "smollm2")
-    with ServerThread(llm_app) as llm_url, ServerThread(create_env_app(VaultEnv)) as env_url:
+    folder = tmp_path / "smollm2"
+    with (
+        transformers_serve("smollm2", folder) as llm_url,
+        ServerThread(create_env_app(VaultEnv)) as env_url,
+    ):
         proc = run_runner(
             {
                 "API_BASE_URL": f"{llm_url}/v1",
-                "MODEL_NAME": "smollm2",
+                "MODEL_NAME": str(folder),
                 "ENV_URL": env_url,
                 "TASK": "small",
                 "SEED": "4",
@@ -72,7 +74,7 @@ def test_runner_plays_smollm2_against_a_served_environment():
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.strip().splitlines()
-    assert START.match(lines[0]).groups() == ("small", "vault", "smollm2")
+    assert START.match(lines[0]).groups() == ("small", "vault", str(folder))
     steps = [STEP.match(line) for line in lines[1:-1]]
     assert steps and all(steps), lines
     end = END.match(lines[-1])
