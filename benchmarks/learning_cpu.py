@@ -447,7 +447,9 @@ def steps_command(args: dict[str, str]) -> str:
         if key in args:
             parts.append(f"--{key.replace('_', '-')} {args[key]}")
     if args.get("steps_set") not in (None, "None"):
-        parts.append(f"--steps-set {args['steps_set']}")
+        import ast
+
+        parts += [f"--steps-set {item}" for item in ast.literal_eval(args["steps_set"])]
     return " ".join(parts)
 
 

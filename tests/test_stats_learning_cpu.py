@@ -182,3 +182,11 @@ def test_steps_report_marks_a_target_met_only_when_its_interval_says_so() -> Non
     text = "\n".join(steps_markdown({**run, "cuts": same}, "cmd"))
     assert "paired interval above 0: NOT met" in text
     assert "aim: decision accuracy >= 0.8: NOT met" in text
+
+
+def test_steps_command_reproduces_each_override_as_its_own_flag() -> None:
+    from benchmarks.learning_cpu import steps_command
+
+    args = {"quick": "True", "reply_tokens": "16", "steps_set": "['a.b=1', 'training.x=2']"}
+    command = steps_command(args)
+    assert command.endswith("--reply-tokens 16 --steps-set a.b=1 --steps-set training.x=2")
