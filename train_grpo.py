@@ -348,8 +348,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def report_before_after(cfg: Any, result: Any, episodes: int, console: Any) -> None:
     """What the run taught: held-out decision cuts before and after (steps mode)."""
-    import json as _json
-
     from pipeline.model import resolve_name
     from pipeline.steps_eval import before_after, before_after_lines
 
@@ -361,7 +359,7 @@ def report_before_after(cfg: Any, result: Any, episodes: int, console: Any) -> N
     tokens = int(cfg.training.get("max_completion_length", 96))
     table = before_after(cfg, base, str(result.final_dir), episodes, tokens)
     path = result.output_dir / "before_after.json"
-    path.write_text(_json.dumps(table, indent=1, default=str))
+    path.write_text(json.dumps(table, indent=1, default=str))
     console.print(f"[bold]held-out decision cuts[/] ({episodes} eval seeds per task; {path}):")
     for line in before_after_lines(table):
         console.print(line, markup=False)

@@ -86,7 +86,7 @@ def make_step_replies(env_name: str, n: int, rng: random.Random) -> list[dict]:
     cuts = build_rows(env_name, None, max(1, n // 16), "eval", mode="steps", cuts="all")
     for row in cuts:
         ref = reference(env, row["task"], row["seed"])
-        rest = ref.calls[row["cut"] : (ref.decision_at or len(ref.calls)) + 1]
+        rest = ref.rest(row["cut"])
         noisy = play(env, policies(env_name)["random"](row["seed"]), row["task"], row["seed"]).plan
         for calls in (
             rest,

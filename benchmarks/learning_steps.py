@@ -44,15 +44,10 @@ def cut_rows(episodes: int) -> list[dict[str, Any]]:
 
 def evaluate_cuts(policy: str, rows: list[dict[str, Any]], reply_tokens: int) -> dict[str, Any]:
     """One reply per held-out decision cut, scored like the rewards score it."""
-    from pipeline.evaluation import summarize
-    from pipeline.steps_eval import replies_for, score_cut_replies
+    from pipeline.steps_eval import score_policy
 
     settings = {"max_new_tokens": reply_tokens} if policy.startswith("checkpoint:") else {}
-    start = time.perf_counter()
-    results = score_cut_replies(rows, replies_for(policy, rows, **settings))
-    summary = summarize(results)
-    summary["seconds"] = round(time.perf_counter() - start, 1)
-    return {"summary": summary, "episodes": results}
+    return score_policy(policy, rows, **settings)
 
 
 def evaluate_horizon(policy: str, episodes: int, reply_tokens: int, lockstep: int) -> dict:

@@ -50,6 +50,11 @@ class Reference:
     """Index of the first call that commits the outcome (a terminal call, or one of the env's
     ``decision_kinds``), or None when the reference never decided."""
 
+    def rest(self, cut: int) -> list[dict[str, Any]]:
+        """The reference's calls from ``cut`` to the end of its episode: the reply it would give
+        at that cut (past a refund or flag, on to the terminal call)."""
+        return self.calls[cut:]
+
 
 def parse_cuts(spec: str) -> tuple[str, int]:
     """``decision`` | ``all`` | ``random:N`` -> (kind, N); N is 0 unless the kind is random."""
@@ -75,15 +80,10 @@ def reference(
     probability (see the module docstring)."""
     name = env.name
     episode = play(env, references(name)[policy](seed), task or None, seed)
-    calls = episode.plan
+    calls, observations = episode.plan, episode.observations
     if detour > 0:
-        calls = _with_detours(env, task, seed, calls, detour, episode_rng(name, task, seed))
-    observations = [env.reset(seed=seed, task=task or None)]
-    for call in calls:
-        if env.done:
-            break
-        observations.append(env.step(call))
-    calls = calls[: len(observations) - 1]
+        rng = episode_rng(name, task, seed)
+        calls, observations = _with_detours(env, task, seed, calls, detour, rng)
     specs = type(env).tool_specs_by_name()
     kinds = type(env).decision_kinds
     decision_at = next(
@@ -104,12 +104,13 @@ def _with_detours(
     calls: list[dict[str, Any]],
     detour: float,
     rng: random.Random,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[ToolObservation]]:
+    """The calls with detours and the observations they got (opening first), up to the end."""
     specs = type(env).tool_specs_by_name()
     wanderer = policies(env.name)["random"](rng.randrange(2**31))
     obs = env.reset(seed=seed, task=task or None)
     wanderer.reset(env, obs)
-    out = []
+    out, observations = [], [obs]
     for call in calls:
         chosen = call
         spec = specs.get(call["tool"])
@@ -117,9 +118,10 @@ def _with_detours(
             chosen = _random_call(env, wanderer, obs, specs) or call
         out.append(chosen)
         obs = env.step(chosen)
+        observations.append(obs)
         if env.done:
             break
-    return out
+    return out, observations
 
 
 def _random_call(

@@ -54,12 +54,12 @@ def cut_rows(
 def scripted_replies(rows: list[dict[str, Any]], policy: str) -> list[str]:
     """Replies of a scripted policy: ``reference`` continues the row's own trajectory; a
     registered policy replies with the plan it plays from the opening."""
-    replies = []
+    replies, envs = [], {}
     for row in rows:
-        env = registry.make(row["env"])
+        env = envs.setdefault(row["env"], registry.make(row["env"]))
         if policy == "reference":
             ref = reference(env, row["task"], row["seed"])
-            calls = ref.calls[row["cut"] : (ref.decision_at or len(ref.calls)) + 1]
+            calls = ref.rest(row["cut"])
         else:
             table = registry.policies(row["env"])
             if policy not in table:
@@ -206,6 +206,20 @@ def score_cut_replies(rows: list[dict[str, Any]], replies: list[str]) -> list[di
     return results
 
 
+def score_policy(policy: str, rows: list[dict[str, Any]], **settings: Any) -> dict[str, Any]:
+    """``policy``'s replies to ``rows``, scored: ``{"summary", "episodes"}``. The summary is
+    ``pipeline.evaluation.summarize``'s, plus the valid-call share, the mean weighted reward and
+    the seconds it took (replies and scoring)."""
+    start = time.perf_counter()
+    results = score_cut_replies(rows, replies_for(policy, rows, **settings))
+    summary = summarize(results)
+    n = max(1, len(results))
+    summary["valid_calls"] = round(sum(r["valid_calls"] for r in results) / n, 4)
+    summary["mean_reward"] = round(sum(r["total_reward"] for r in results) / n, 4)
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    return {"summary": summary, "episodes": results}
+
+
 def evaluate_cuts(
     env_name: str,
     policy: str,
@@ -219,13 +233,8 @@ def evaluate_cuts(
 ) -> dict[str, Any]:
     """Score ``policy``'s replies at the cut points of ``episodes`` held-out seeds."""
     rows = cut_rows(env_name, tasks, episodes, split, cuts, prompt_style, result_style)
-    results = score_cut_replies(rows, replies_for(policy, rows, **settings))
-    summary = summarize(results)
-    summary["valid_calls"] = round(sum(r["valid_calls"] for r in results) / max(1, len(results)), 4)
-    summary["mean_reward"] = round(
-        sum(r["total_reward"] for r in results) / max(1, len(results)), 4
-    )
-    summary.update(
+    result = score_policy(policy, rows, **settings)
+    result["summary"].update(
         env=env_name,
         policy=policy,
         split=split,
@@ -235,15 +244,16 @@ def evaluate_cuts(
         prompt_style=prompt_style,
         result_style=result_style,
     )
-    return {"summary": summary, "episodes": results}
+    return result
 
 
 def before_after(
     cfg: Any, base: str | None, trained: str, episodes: int, reply_tokens: int = 96
 ) -> dict[str, dict[str, Any]]:
     """The held-out decision-cut table a steps run ends with: the untrained ``base`` model (a
-    folder; None leaves it out) and the ``trained`` one, beside the reference and each env's ``always_*`` shortcut, on the
-    same ``episodes`` eval seeds of every env and task the run trained on."""
+    folder; None leaves it out) and the ``trained`` one, beside the reference and each env's
+    ``always_*`` shortcut, on the same ``episodes`` eval seeds of every env and task the run
+    trained on."""
     d = cfg.data
     rows = []
     for name in d.envs:
@@ -263,11 +273,7 @@ def before_after(
     ):
         model = policy.startswith("checkpoint:")
         settings = {"max_new_tokens": reply_tokens, "prompt_style": d.prompt_style} if model else {}
-        results = score_cut_replies(rows, replies_for(policy, rows, **settings))
-        summary = summarize(results)
-        summary["valid_calls"] = round(sum(r["valid_calls"] for r in results) / len(results), 4)
-        summary["mean_reward"] = round(sum(r["total_reward"] for r in results) / len(results), 4)
-        table[stage] = {"summary": summary, "episodes": results}
+        table[stage] = score_policy(policy, rows, **settings)
     return table
 
 

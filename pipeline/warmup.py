@@ -169,9 +169,7 @@ def blind_decision_examples(dataset: Any) -> Any:
             )
         env = envs.setdefault(name, make(name))
         blind = reference(env, row["task"], row["seed"], policy="blind_decision")
-        end = blind.decision_at if blind.decision_at is not None else len(blind.calls) - 1
-        rest = blind.calls[row["cut"] : end + 1]
-        reply = render_completion(rest)
+        reply = render_completion(blind.rest(row["cut"]))
         rows.append(
             {"prompt": row["prompt"], "completion": [{"role": "assistant", "content": reply}]}
         )

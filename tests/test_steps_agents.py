@@ -29,15 +29,15 @@ class ReferenceBackend:
 
     tool_messages_need_ids = False
 
-    def __init__(self, calls: list[dict[str, Any]], end: int) -> None:
-        self.calls, self.end = calls, end
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
         self.prompts: list[list[dict[str, Any]]] = []
 
     def complete(self, messages, tools, seed):
         assert tools is None  # steps prompts list the tools in the system message
         self.prompts.append([dict(m) for m in messages])
         done = sum(1 for m in messages if m.get("tool_calls"))
-        return {"role": "assistant", "content": render_completion(self.calls[done : self.end + 1])}
+        return {"role": "assistant", "content": render_completion(self.ref.rest(done))}
 
     def tool_schemas(self, env_name):
         return []
@@ -50,8 +50,7 @@ def test_receding_play_sees_the_training_prompts_and_replays_the_reference(name,
     row = rows[0]
     environment = registry.make(name)
     ref = reference(environment, row["task"], row["seed"])
-    end = ref.decision_at
-    backend = ReferenceBackend(ref.calls, end + 3)  # past the decision cut: the rest of the case
+    backend = ReferenceBackend(ref)
     settings = GenerationSettings(prompt_style="full", result_style="compact", horizon=horizon)
     policy = ModelPolicy(backend, name, "steps", 0, settings)
     episode = play(environment, policy, row["task"] or None, row["seed"])

@@ -295,3 +295,10 @@ def test_steps_config_is_validated(tmp_path: Path) -> None:
     ):
         with pytest.raises(ConfigError, match=key):
             load_config(base, ["data.mode=steps", bad])
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_the_reference_reply_at_a_decision_cut_reaches_the_decision(name: str) -> None:
+    """The reply is the rest of the case, past a refund or flag on to the terminal call."""
+    summary = evaluate_cuts(name, "reference", None, 6)["summary"]
+    assert summary["decision_rate"] == 1.0 and summary["valid_calls"] == 1.0
