@@ -333,8 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FlagError, FileNotFoundError) as exc:
         console.print(f"[bold red]config error:[/] {exc}")
         return 2
+    from pipeline.remote import use_env_servers
     from pipeline.training import train
 
+    use_env_servers(cfg)  # env.urls: environments on servers; none: in-process
     result = train(
         cfg, resume=args.resume, sft_steps=args.sft_warmup, init_adapter=args.init_adapter
     )

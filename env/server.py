@@ -468,6 +468,7 @@ def create_env_app(
     )
     app.title = f"{cls.name} environment"
     _add_page(app, cls)
+    _add_replay(app, cls, config)
     _add_mcp(app, McpEndpoint(cls, factory, max_concurrent_envs, session_timeout_s))
 
     @app.exception_handler(ValueError)
@@ -475,6 +476,68 @@ def create_env_app(
         return JSONResponse(status_code=400, content={"detail": str(exc)})
 
     return app
+
+
+def replay_calls(
+    env: ToolEnvironment, task: str, seed: int, prefix: list[Any], calls: list[Any]
+) -> dict[str, Any]:
+    """Replay ``prefix`` then ``calls`` on (task, seed): what a trainer's rewards need.
+
+    The report of the whole episode, the prefix's steps and evidence coverage, and which of the
+    completion's calls failed (the same numbers ``rewards.replay`` reads from an in-process
+    replay). A prefix that already ends the episode is a ``ValueError`` (a broken steps row)."""
+    env.reset(seed=seed, task=task)
+    for call in prefix:
+        if env.done:
+            break
+        env.step(call)
+    prefix_steps = env.step_count
+    coverage = float(env.report().metrics.get("evidence_coverage", 0.0)) if prefix else 0.0
+    if prefix and env.done:
+        raise ValueError("the prefix already ends the episode: a cut must precede the end")
+    for call in calls:
+        if env.done:
+            break
+        env.step(call)
+    return {
+        "report": env.report().model_dump(mode="json"),
+        "prefix_steps": prefix_steps,
+        "prefix_coverage": coverage,
+        "errors": [record.error is not None for record in env.trace[prefix_steps:]],
+        "max_steps": env.config.max_steps,
+        "max_argument_chars": env.config.max_argument_chars,
+    }
+
+
+def _add_replay(app: FastAPI, cls: type[ToolEnvironment], config: dict[str, Any]) -> None:
+    """``POST /replay``: a whole episode from (task, seed, calls), for a trainer's rewards.
+
+    Stateless like ``/step``: a fresh environment per request, dropped afterwards, so any server
+    of the environment answers any row and a failed request can go to another one. The answer is
+    the episode report (grade, step rewards, metrics) — what the episode's own observations and
+    its final grade already show a player — and never ``reveal()``."""
+
+    @app.post("/replay", tags=["Training"])
+    def _replay(body: dict[str, Any]) -> JSONResponse:
+        try:
+            name = body.get("env", cls.name)
+            if name != cls.name:
+                raise ValueError(f"this server plays {cls.name!r}, not {name!r}")
+            seed = body.get("seed")
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise ValueError(f"seed must be an integer, got {seed!r}")
+            task = body.get("task") or None
+            prefix, calls = body.get("prefix") or [], body.get("calls") or []
+            if not isinstance(prefix, list) or not isinstance(calls, list):
+                raise ValueError("prefix and calls must be lists of {tool, arguments}")
+            if len(prefix) + len(calls) > MAX_HISTORY:
+                raise ValueError(f"at most {MAX_HISTORY} calls per replay")
+            return JSONResponse(replay_calls(cls(**config), task, seed, prefix, calls))
+        except Exception as exc:  # the row's fault or an env bug: the caller scores it 0
+            if not isinstance(exc, ValueError):
+                logger.exception("replay of %s/%s failed", body.get("task"), body.get("seed"))
+            detail = {"kind": type(exc).__name__, "message": str(exc)[:500]}
+            return JSONResponse(status_code=422, content={"detail": detail})
 
 
 def _add_page(app: FastAPI, cls: type[ToolEnvironment]) -> None:

@@ -1,10 +1,11 @@
 """Training configuration: one YAML file with sections, every key overridable from the CLI.
 
 A run is described by ``configs/<name>.yaml`` with the sections ``model``, ``peft``, ``data``,
-``rewards``, ``training``, ``logging`` and ``hub``. ``training`` holds GRPOConfig fields under their
-TRL names (so TRL's documentation is ours); the other sections are small typed dataclasses below,
-each field with a one-line reason. ``--set section.key=value`` overrides any key (the value is read
-as YAML, so ``--set training.learning_rate=1e-5`` and ``--set data.envs=[aml,fraud]`` work).
+``rewards``, ``training``, ``logging``, ``hub`` and ``env`` (environment servers). ``training``
+holds GRPOConfig fields under their TRL names (so TRL's documentation is ours); the other
+sections are small typed dataclasses below, each field with a one-line reason.
+``--set section.key=value`` overrides any key (the value is read as YAML, so
+``--set training.learning_rate=1e-5`` and ``--set data.envs=[aml,fraud]`` work).
 Everything is validated before any model is loaded: unknown sections and keys, wrong types, and
 combinations that cannot run (a generation batch not divisible by ``num_generations``, vLLM or
 Unsloth on the CPU backend, interactive mode without a tool-calling chat template) fail at once
@@ -153,6 +154,21 @@ class RewardsSection:
 
 
 @dataclass
+class EnvSection:
+    """Where the environments run: in-process (default) or on environment servers (env/remote.py)."""
+
+    urls: list[str] | dict[str, list[str]] = field(default_factory=list)
+    """Base URLs of running servers (``python -m env.server`` / the Docker image), e.g.
+    ``[http://10.0.0.5:8000, http://10.0.0.6:8000]``; ``{aml: [...], fraud: [...]}`` with several
+    envs (one server serves one env). Empty = in-process. Interactive episodes are played and plan
+    or steps completions replayed there, round robin; a failed server costs a retry elsewhere."""
+    retries: int = 3
+    """Attempts per replay or episode step, each on the next server; then the row scores 0."""
+    timeout_s: float = 60.0
+    """Seconds one request to a server may take."""
+
+
+@dataclass
 class LoggingSection:
     """Where metrics go and what is written at the end."""
 
@@ -196,6 +212,7 @@ class TrainConfig:
     """GRPOConfig fields by their TRL names."""
     logging: LoggingSection = field(default_factory=LoggingSection)
     hub: HubSection = field(default_factory=HubSection)
+    env: EnvSection = field(default_factory=EnvSection)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (for YAML dumps and the model card)."""
@@ -209,6 +226,7 @@ SECTIONS: dict[str, type] = {
     "rewards": RewardsSection,
     "logging": LoggingSection,
     "hub": HubSection,
+    "env": EnvSection,
 }
 
 
@@ -391,6 +409,34 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.hub.push and not cfg.hub.hub_model_id:
         raise ConfigError("hub.push=true needs hub.hub_model_id=USER/NAME")
     _check_batches(t, d)
+    _check_env_urls(cfg.env, d)
+
+
+def _check_env_urls(e: EnvSection, d: DataSection) -> None:
+    """Server URLs that look like base URLs, one list per environment trained."""
+    from env.remote import check_urls
+
+    if e.retries < 1 or e.timeout_s <= 0:
+        raise ConfigError("env.retries must be >= 1 and env.timeout_s > 0")
+    if not e.urls:
+        return
+    if isinstance(e.urls, dict):
+        missing = [name for name in d.envs if name not in e.urls]
+        if missing:
+            raise ConfigError(f"env.urls names no server for {missing}; give each of data.envs")
+        lists = list(e.urls.values())
+    elif len(set(d.envs)) > 1:
+        raise ConfigError(
+            "one server serves one environment: with several data.envs give env.urls as a "
+            "mapping env -> [urls] (e.g. {aml: [http://h1:8000], fraud: [http://h2:8000]})"
+        )
+    else:
+        lists = [e.urls]
+    for urls in lists:
+        try:
+            check_urls(urls)
+        except ValueError as exc:
+            raise ConfigError(f"env.urls: {exc}") from None
 
 
 def _check_batches(t: dict[str, Any], d: DataSection) -> None:

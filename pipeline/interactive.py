@@ -30,6 +30,7 @@ from typing import Any, get_type_hints
 
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation, ToolSpec
 from env.registry import env_class
+from env.remote import RemoteEpisode, RemoteError, Servers
 from pipeline.prompts import render_observation
 
 logger = logging.getLogger(__name__)
@@ -95,8 +96,16 @@ class EnvironmentAdapter:
 
     _env_class: type[ToolEnvironment]
 
-    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
-        self.env: ToolEnvironment = self._env_class(dict(config or {}))
+    def __init__(
+        self, config: Mapping[str, Any] | None = None, servers: Servers | None = None
+    ) -> None:
+        if servers is not None and config:
+            raise ValueError("a served environment takes its config from its server, not here")
+        self.env: ToolEnvironment | RemoteEpisode = (
+            self._env_class(dict(config or {}))
+            if servers is None
+            else RemoteEpisode(self._env_class.name, servers)
+        )
         self._opening: ToolObservation | None = None
 
     def reset(self, **row: Any) -> str:
@@ -113,8 +122,13 @@ class EnvironmentAdapter:
         return render_observation(self._opening)
 
     def get_reward(self) -> float:
-        """The episode grade; 0 when the rollout ended without a decision."""
-        report = self.env.report()
+        """The episode grade; 0 when the rollout ended without a decision (or, on environment
+        servers, when no server could replay it: the reason is logged)."""
+        try:
+            report = self.env.report()
+        except RemoteError as exc:
+            logger.error("interactive episode of %s not scored: %s", self.env.name, exc)
+            return 0.0
         return float(report.grade.total) if report.decision_reached else 0.0
 
     def _call(self, tool_name: str, arguments: dict[str, Any]) -> str:
@@ -150,10 +164,16 @@ def adapter_class(env_cls: type[ToolEnvironment], with_reward: bool = True) -> t
     return cls
 
 
+SERVERS: Servers | None = None
+"""Environment servers (``env.urls``; set by ``pipeline.remote.use_env_servers``): when set, the
+adapters play their episodes there instead of in-process."""
+
+
 def environment_factory(
     env_names: Sequence[str] | str,
     env_configs: Mapping[str, Mapping[str, Any]] | None = None,
     with_reward: bool = True,
+    servers: Servers | None = None,
 ) -> Callable[[], EnvironmentAdapter] | dict[str, Callable[[], EnvironmentAdapter]]:
     """What ``GRPOTrainer(environment_factory=...)`` takes for the named environments.
 
@@ -161,7 +181,10 @@ def environment_factory(
     ``{name: callable}``; then every dataset row needs an ``environment`` column naming its env
     (see ``add_environment_column``) and each prompt shows only its own env's tools.
     ``env_configs`` maps an env name to config overrides (e.g. ``{"aml": {"max_steps": 12}}``).
+    ``servers`` (default ``SERVERS``) plays every episode on environment servers over OpenEnv's
+    WebSocket client (``env.remote.RemoteEpisode``), replayed elsewhere if a server fails.
     """
+    servers = servers if servers is not None else SERVERS
     names = [env_names] if isinstance(env_names, str) else list(env_names)
     if not names:
         raise ValueError("environment_factory needs at least one environment name")
@@ -169,7 +192,10 @@ def environment_factory(
     factories = {}
     for name in dict.fromkeys(names):
         cls = adapter_class(env_class(name), with_reward=with_reward)
-        factories[name] = partial(cls, dict(configs.get(name, {})))
+        if servers is None:
+            factories[name] = partial(cls, dict(configs.get(name, {})))
+        else:
+            factories[name] = partial(cls, dict(configs.get(name, {})), servers)
     return factories[names[0]] if len(factories) == 1 else factories
 
 

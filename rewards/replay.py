@@ -30,6 +30,7 @@ from typing import Any
 
 from env.base import EpisodeReport, ToolEnvironment, ToolError, ToolSpec
 from env.registry import env_class, make
+from env.remote import RemoteError, ReplayClient, Replayed, RowError
 from env.rollout import replay
 from rewards.parsing import ParseResult, parse_tool_calls
 
@@ -77,6 +78,14 @@ class ReplayCache:
         self._envs: dict[str, ToolEnvironment] = {}
         self._lock = threading.Lock()
         self.replays = 0
+        self.remote: ReplayClient | None = None
+        """Set (``use_servers``) to replay on environment servers instead of in-process."""
+
+    def use_servers(self, client: ReplayClient | None) -> None:
+        """Replay on environment servers from now on (``None``: in-process again)."""
+        with self._lock:
+            self.remote = client
+            self._items.clear()
 
     def clear(self) -> None:
         with self._lock:
@@ -123,6 +132,8 @@ class ReplayCache:
         except (KeyError, ValueError, ImportError, TypeError) as exc:
             problem = str(exc.args[0]) if exc.args else type(exc).__name__
             return Outcome(parse, None, (), False, 0, problem)
+        if self.remote is not None:
+            return self._remote(env_name, task, seed, parse, before)
         try:
             if not before:
                 report = replay(env, task, seed, parse.calls)
@@ -142,17 +153,35 @@ class ReplayCache:
             logger.exception("replay of %s/%s/%s failed", env_name, task, seed)
             return Outcome(parse, None, (), False, 0, f"replay failed: {type(exc).__name__}")
 
+    def _remote(
+        self, env_name: str, task: Any, seed: int, parse: ParseResult, before: list[dict[str, Any]]
+    ) -> Outcome:
+        """The same outcome, from a replay on an environment server (``env.remote``)."""
+        try:
+            done = self.remote.replay(env_name, task, seed, parse.calls, before)
+        except RowError as exc:  # what the in-process replay would have raised
+            logger.warning("replay of %s/%s/%s failed: %s", env_name, task, seed, exc)
+            return Outcome(parse, None, (), False, 0, f"replay failed: {exc.kind}")
+        except RemoteError as exc:  # no server could answer after the retries: score 0, go on
+            logger.error("replay of %s/%s/%s not scored: %s", env_name, task, seed, exc)
+            return Outcome(parse, None, (), False, 0, f"remote replay failed: {exc}"[:300])
+        self.replays += 1
+        return _outcome(
+            done, parse, done.report, True, done.prefix_steps, done.prefix_coverage, env_name
+        )
+
 
 def _outcome(
-    env: ToolEnvironment,
+    env: ToolEnvironment | Replayed,
     parse: ParseResult,
     report: EpisodeReport,
     replayed: bool = False,
     prefix_steps: int = 0,
     prefix_coverage: float = 0.0,
+    env_name: str | None = None,
 ) -> Outcome:
     """Judge each call; after a replay the env's trace already says which calls ran cleanly."""
-    specs = type(env).tool_specs_by_name()
+    specs = env_class(env_name).tool_specs_by_name() if env_name else env.tool_specs_by_name()
     trace = env.trace[prefix_steps:] if replayed else []
     limit = env.config.max_argument_chars
     quality, n_terminal, ended_at = [], 0, None
