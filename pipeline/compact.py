@@ -22,12 +22,27 @@ _TABLE_HEAD = re.compile(r"^(?P<key>[^\s:|\[\]]+)\[(?P<n>\d+)\]: (?P<cols>.*)$")
 _SCALAR_WORDS = ("true", "false", "null")
 
 
-def _is_table(value: Any) -> bool:
-    """A non-empty list of dicts that all have the same keys (in the same order)."""
+def _table_columns(value: Any) -> list[str] | None:
+    """The columns of a record list written as a table, or ``None`` when it is not one.
+
+    A table is a non-empty list of dicts whose keys, taken together, can be put in one order that
+    every record follows (records may lack keys: AML transactions carry ``invoice`` only on trade
+    rows). A missing key is an empty cell; a present empty string is written ``""``, so the two
+    read back apart.
+    """
     if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
-        return False
-    keys = list(value[0])
-    return bool(keys) and all(list(v) == keys for v in value) and all(_plain_key(k) for k in keys)
+        return None
+    cols = list(max(value, key=len))
+    for record in value:
+        cols += [k for k in record if k not in cols]
+    if not cols or not all(_plain_key(k) for k in cols):
+        return None
+    where = {k: i for i, k in enumerate(cols)}
+    for record in value:
+        places = [where[k] for k in record]
+        if places != sorted(places):
+            return None
+    return cols
 
 
 def _plain_key(key: Any) -> bool:
@@ -76,9 +91,9 @@ def compact_text(value: Any) -> str:
 
 
 def _entry(key: str, value: Any) -> str:
-    if _is_table(value):
-        cols = list(value[0])
-        rows = ["|".join(_cell(record[c]) for c in cols) for record in value]
+    cols = _table_columns(value)
+    if cols is not None:
+        rows = ["|".join(_cell(record[c]) if c in record else "" for c in cols) for record in value]
         return "\n".join([f"{key}[{len(value)}]: {'|'.join(cols)}", *rows])
     return f"{key}: {_cell(value)}"
 
@@ -100,7 +115,11 @@ def read_compact(text: str) -> Any:
             if len(rows) != n:
                 raise ValueError(f"table {head['key']!r} promises {n} rows, has {len(rows)}")
             result[head["key"]] = [
-                dict(zip(cols, (_read_cell(c) for c in _split_row(row, len(cols))), strict=True))
+                {
+                    c: _read_cell(t)
+                    for c, t in zip(cols, _split_row(row, len(cols)), strict=True)
+                    if t
+                }
                 for row in rows
             ]
             i += 1 + n

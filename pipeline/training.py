@@ -199,6 +199,10 @@ def build_trainer(
         plan = cfg.data.mode in ("plan", "steps")  # replies that end at their decision
         terminal = terminal_tools(cfg.data.envs) if plan else None
         GRPOTrainer = fast_sampling_trainer(GRPOTrainer, terminal)  # noqa: N806 (TRL's class)
+    if not cfg.model.context_grad:
+        from pipeline.context_grad import context_grad_trainer
+
+        GRPOTrainer = context_grad_trainer(GRPOTrainer)  # noqa: N806 (TRL's class)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,

@@ -61,6 +61,25 @@ def test_compact_cells_that_look_like_other_values_stay_strings() -> None:
     assert "e[2]: x|y|z" in text
 
 
+def test_records_that_lack_keys_are_a_table_with_empty_cells() -> None:
+    txns = [
+        {"id": "T-1", "amount": 5.0, "memo": ""},
+        {"id": "T-2", "amount": 7.5, "memo": "invoice", "invoice": "INV-1"},
+        {"id": "T-3", "memo": "x"},
+    ]
+    text = compact_text({"transactions": txns})
+    assert text.split("\n") == [
+        "transactions[3]: id|amount|memo|invoice",
+        'T-1|5.0|""|',
+        "T-2|7.5|invoice|INV-1",
+        "T-3||x|",
+    ]
+    assert read_compact(text) == {"transactions": txns}
+    clash = [{"a": 1, "b": 2}, {"b": 3, "a": 4}]  # no one column order fits both: JSON
+    assert read_compact(compact_text({"r": clash})) == {"r": clash}
+    assert "r[2]" not in compact_text({"r": clash})
+
+
 class DecodedResults:
     """A policy that reads every result only through its compact text."""
 
