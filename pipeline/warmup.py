@@ -246,6 +246,10 @@ def sft_warmup(
         fp16=grpo_args.fp16,
         gradient_checkpointing=grpo_args.gradient_checkpointing,
     )
+    if cfg.data.mode == "steps" and not cfg.model.context_grad:
+        from pipeline.context_grad import context_sft_trainer
+
+        SFTTrainer = context_sft_trainer(SFTTrainer)  # noqa: N806 (TRL's class)
     trainer = SFTTrainer(model=model, args=args, train_dataset=examples, processing_class=tokenizer)
     result = trainer.train()
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]

@@ -126,10 +126,28 @@ def test_a_steps_run_trains_with_a_fixed_context(tmp_path: Path, monkeypatch) ->
             f"output_dir={tmp_path}",
         ],
     )
-    result = train(cfg)
+    result = train(cfg, sft_steps=1)  # the decision-blind warm start, on a fixed context too
     assert result.global_step == 2
     with open(result.history_csv) as handle:
         losses = [float(row["loss"]) for row in csv.DictReader(handle) if row.get("loss")]
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
     assert (tmp_path / "final/adapter_model.safetensors").exists()
-    assert len(calls) >= 2 and all(shape[0] == 4 for shape in calls)  # one group of 4 per step
+    groups = [shape for shape in calls if shape[0] == 4]  # GRPO: one group of 4 per step
+    assert len(groups) >= 2 and len(calls) - len(groups) == 2  # SFT: 1 step of 2 single rows
+
+
+def test_sft_loss_with_a_fixed_context_equals_the_full_completion_loss(batch: dict) -> None:
+    from pipeline.context_grad import context_sft_trainer
+
+    ids = batch["ids"][:2]
+    labels = ids.clone()
+    labels[:, :PROMPT] = -100  # completion-only loss, as TRL's collator writes it
+    labels[1, PROMPT + 15 :] = -100  # right padding
+    with torch.no_grad():
+        logits = batch["model"](input_ids=ids, use_cache=False).logits[:, :-1]
+        full = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
+        )
+        trainer = context_sft_trainer(object)
+        fixed = trainer.compute_loss(None, batch["model"], {"input_ids": ids, "labels": labels})
+    assert abs(full.item() - fixed.item()) < 1e-4, (full.item(), fixed.item())
