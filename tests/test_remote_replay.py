@@ -197,3 +197,38 @@ def test_interactive_episodes_on_servers_match_in_process_even_when_one_dies(two
     assert outcome.broken and "unreadable" in outcome.problem
     with pytest.raises(RemoteError):
         lost.env.report()
+
+
+def _texts(value) -> set[str]:
+    if isinstance(value, str):
+        return {value} if len(value) >= 4 and any(c.isdigit() for c in value) else set()
+    if isinstance(value, dict):
+        return set().union(set(), *(_texts(v) for v in value.values()))
+    if isinstance(value, (list, tuple, set)):
+        return set().union(set(), *(_texts(v) for v in value))
+    return set()
+
+
+@pytest.mark.parametrize("name", ["aml", "fraud", "gang", "ops", "support"])
+def test_replay_answers_show_no_hidden_value_the_calls_did_not(name: str) -> None:
+    """``/replay`` gives the report, never ``reveal()``: a hidden episode value (an id, an
+    amount, a code) appears in its answer only if the replayed calls' observations showed it."""
+    from fastapi.testclient import TestClient
+
+    from env.server import create_env_app
+
+    env = make(name)
+    task, seed = env.tasks[-1], 11
+    plan = play(env, policies(name)["heuristic"](seed), task, seed).plan
+    probes = [{"tool": s.name, "arguments": {"unexpected": 1}} for s in env.tool_specs()]
+    with TestClient(create_env_app(name)) as client:
+        for calls in (plan[: len(plan) // 2], probes, plan):
+            twin = make(name)
+            shown = [twin.reset(seed=seed, task=task).model_dump(mode="json")]
+            shown += [twin.step(c).model_dump(mode="json") for c in calls if not twin.done]
+            hidden = _texts(twin.reveal()) - _texts(shown)
+            body = {"env": name, "task": task, "seed": seed, "calls": calls}
+            answer = client.post("/replay", json=body)
+            assert answer.status_code == 200, answer.text
+            leaked = sorted(v for v in hidden if v in answer.text)
+            assert not leaked, f"/replay shows hidden values {leaked[:5]}"
