@@ -47,6 +47,7 @@ from env.registry import env_class
 from pipeline.prompts import MODES, render_observation, system_prompt, user_message
 from pipeline.row_cache import cached_length
 from rewards.parsing import parse_tool_calls
+from rewards.protocol import render_completion, render_response
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +231,7 @@ class ModelPolicy:
                 )
             elif self.backend.tool_messages_need_ids:
                 # A call written as text has no id for an OpenAI-style tool message.
-                wrapped = f"<tool_response>\n{text}\n</tool_response>"
+                wrapped = render_response(text)
                 self.messages.append({"role": "user", "content": wrapped})
             else:
                 self.messages.append({"role": "tool", "name": call["tool"], "content": text})
@@ -241,8 +242,6 @@ def text_protocol(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages with id-less tool calls and tool results (steps prompts) rewritten as the text
     protocol, for endpoints that need an id on every tool message (OpenAI): a call becomes an
     assistant ``<tool_call>`` line, its result a user ``<tool_response>`` message."""
-    from pipeline.prompts import render_completion
-
     out = []
     for message in messages:
         if message.get("role") == "assistant" and message.get("tool_calls"):
@@ -253,8 +252,7 @@ def text_protocol(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             content = (message.get("content") or "").strip()
             out.append({"role": "assistant", "content": f"{content}\n{text}".strip()})
         elif message.get("role") == "tool":
-            wrapped = f"<tool_response>\n{message['content']}\n</tool_response>"
-            out.append({"role": "user", "content": wrapped})
+            out.append({"role": "user", "content": render_response(message["content"])})
         else:
             out.append(message)
     return out

@@ -34,10 +34,11 @@ def decision_reached(tokenizer: Any, terminal: set[str]) -> Callable[[list[int]]
     The replay stops at the decision and ignores anything after it, so decoding can stop there:
     the episode's figures are the same, the tokens after it are not paid for."""
     from rewards import parse_tool_calls
+    from rewards.protocol import ends_with_call
 
     def reached(tokens: list[int]) -> bool:
         # The closing tag is several tokens ("</", "tool", "_", "call", ">" for SmolLM2).
-        if not tokenizer.decode(tokens[-12:]).rstrip().endswith("</tool_call>"):
+        if not ends_with_call(tokenizer.decode(tokens[-12:])):
             return False
         calls = parse_tool_calls(tokenizer.decode(tokens, skip_special_tokens=True)).calls
         return bool(calls) and calls[-1]["tool"] in terminal

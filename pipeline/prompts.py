@@ -32,6 +32,7 @@ from typing import Any
 from env.base import ToolObservation, ToolSpec
 from env.registry import env_class
 from pipeline.compact import compact_text
+from rewards.protocol import CALL_TEMPLATE
 from rewards.protocol import render_completion as render_completion  # the plan-mode format
 
 MODES = ("plan", "interactive", "steps")
@@ -43,10 +44,11 @@ AML); ``compact`` lists signatures only (~0.7k): on a CPU, decoding cost grows w
 tool list to the chat template: there the style picks the qwen2_5 template's variant
 (``pipeline.chat_templates``: JSON schemas or the same signature lines)."""
 
+_CALL = CALL_TEMPLATE.replace("{", "{{").replace("}", "}}")  # literal under .format
 _PLAN_FORMAT = (
     "## Output format\n"
     "Write the whole investigation in this one reply. Put every tool call on its own line as\n"
-    '<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>\n'
+    f"{_CALL}\n"
     "with arguments as a JSON object that matches the tool's signature, for example\n"
     "{example}\n"
     "The calls run in the "
@@ -67,7 +69,7 @@ _STEPS_FORMAT = (
     "## Output format\n"
     "The conversation shows the calls made so far and their results. Write the rest of the case "
     "in this one reply: every remaining call on its own line as\n"
-    '<tool_call>{{"name": "<tool>", "arguments": {{...}}}}</tool_call>\n'
+    f"{_CALL}\n"
     "in the order they should run, taking ids and amounts from the case and the results above, "
     "and end with exactly one terminal tool ({terminals}); nothing after it runs. When the "
     "results already settle the case, the terminal call alone is the whole reply."

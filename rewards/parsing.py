@@ -10,21 +10,19 @@ and/or ``tool_calls``. All of them come out as the same ordered list of
 that looked like calls but could not be read (the format reward and TRL's ``log_extra`` use them).
 
 The scanner decodes every JSON value it meets with ``json.JSONDecoder.raw_decode`` and walks
-straight past it, so nested argument objects and several calls per line never confuse it.
+straight past it, so nested argument objects and several calls per line never confuse it. The
+protocol itself (tags, think blocks, the keys of a call object) is ``rewards.protocol``'s.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewards.protocol import NAME_KEYS, call_fields, strip_think, tagged
+
 _DECODER = json.JSONDecoder()
-_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
-_TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_NAME_KEYS = ("tool", "name", "tool_name", "function_name")
-_ARG_KEYS = ("arguments", "args", "parameters", "input", "kwargs")
 
 
 MAX_ERRORS = 20  # beyond this only the count grows: a junk completion must stay cheap to log
@@ -110,35 +108,22 @@ def _parse_message(message: Any, result: ParseResult) -> None:
 
 
 def _parse_text(text: str, result: ParseResult) -> None:
-    text = _strip_think(text)
-    tagged = list(_TAG.finditer(text))
-    if tagged:
-        for i, match in enumerate(tagged, 1):
-            body = match.group(1).strip()
-            result.n_candidates += 1
-            try:  # the common case: the tag holds exactly one JSON object
-                values = [_DECODER.decode(body)]
-            except (json.JSONDecodeError, RecursionError):
-                values = _scan_json(body)
-            if not values:
-                result.error(f"<tool_call> #{i}: no readable JSON ({_clip(body)})")
-                continue
-            for value in values:
-                _take_value(value, result, where=f"<tool_call> #{i}")
-        # Calls outside the tags are read too, so a half-tagged completion loses nothing.
-        text = _TAG.sub(" ", text)
+    # Calls outside the tags are read too, so a half-tagged completion loses nothing.
+    bodies, text = tagged(strip_think(text))
+    for i, body in enumerate(bodies, 1):
+        result.n_candidates += 1
+        try:  # the common case: the tag holds exactly one JSON object
+            values = [_DECODER.decode(body)]
+        except (json.JSONDecodeError, RecursionError):
+            values = _scan_json(body)
+        if not values:
+            result.error(f"<tool_call> #{i}: no readable JSON ({_clip(body)})")
+            continue
+        for value in values:
+            _take_value(value, result, where=f"<tool_call> #{i}")
     for value in _scan_json(text, result):
         result.n_candidates += 1
         _take_value(value, result, where="JSON")
-
-
-def _strip_think(text: str) -> str:
-    if "think>" not in text:
-        return text
-    if "</think>" in text and "<think>" not in text.split("</think>", 1)[0]:
-        # The chat template opened the think block in the prompt: drop everything before it.
-        text = text.split("</think>", 1)[1]
-    return _THINK.sub(" ", text)
 
 
 def _scan_json(text: str, result: ParseResult | None = None) -> list[Any]:
@@ -188,7 +173,7 @@ def _plausible_start(text: str, start: int) -> bool:
 
 def _looks_like_call(text: str, start: int) -> bool:
     head = text[start : start + 40]
-    return any(f'"{key}"' in head for key in _NAME_KEYS)
+    return any(f'"{key}"' in head for key in NAME_KEYS)
 
 
 def _take_value(value: Any, result: ParseResult, where: str) -> None:
@@ -214,19 +199,10 @@ def _take_value(value: Any, result: ParseResult, where: str) -> None:
         return
     if isinstance(value.get("function"), dict):
         value = value["function"]
-    name = None
-    for key in _NAME_KEYS:
-        if isinstance(value.get(key), str):
-            name = value[key]
-            break
+    name, raw_args = call_fields(value)
     if name is None:
         result.error(f"{where}: object without a tool name ({_clip(json.dumps(value))})")
         return
-    raw_args: Any = {}
-    for key in _ARG_KEYS:
-        if key in value:
-            raw_args = value[key]
-            break
     if isinstance(raw_args, str):
         try:
             raw_args = json.loads(raw_args) if raw_args.strip() else {}

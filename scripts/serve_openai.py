@@ -34,19 +34,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rewards.protocol import RESPONSE_TOOL_CALLS  # noqa: E402
+
 RESPONSE_TEMPLATE: dict[str, Any] = {
     # transformers' own Qwen2 response template (cli/serving/utils.py), for the qwen2_5 chat
     # template the pipeline trains with: <tool_call>{json}</tool_call> -> OpenAI tool_calls.
     "defaults": {"role": "assistant"},
     "start_anchor": "<|im_start|>assistant\n",
     "fields": {
-        "tool_calls": {
-            "open_pattern": r"\s*<tool_call>",
-            "close": "</tool_call>",
-            "repeats": True,
-            "content": "json",
-            "transform": {"type": "function", "function": "{content}"},
-        },
+        "tool_calls": RESPONSE_TOOL_CALLS,
         "content": {
             "close_pattern": r"\s*(?:<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>)",
             "content": "text",
