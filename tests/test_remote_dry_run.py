@@ -1,6 +1,6 @@
 """Dry runs against two environment server processes, one of which crashes mid-run (issue 25).
 
-``python train_grpo.py --dry-run --set env.urls=[URL1,URL2]`` in plan and in interactive mode,
+``python train_grpo.py --dry-run --set env.urls=[URL1,URL2]`` in plan, steps and interactive mode,
 with the tiny model: one server is a real ``env.server`` app under uvicorn that exits hard
 (``os._exit``) on its second episode request, so the run has to replay that row or episode on the
 other server. The run must finish, every completion's rewards must equal those of the same dry run
@@ -99,7 +99,7 @@ def _completions(out: Path) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["plan", "interactive"])
+@pytest.mark.parametrize("mode", ["plan", "steps", "interactive"])
 def test_dry_run_on_two_servers_survives_a_crash_with_in_process_rewards(
     mode: str, tmp_path: Path
 ) -> None:
