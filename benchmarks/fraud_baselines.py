@@ -1,6 +1,6 @@
 """Baseline figures: every policy on both roles over evaluation seeds.
 
-    python -m env.fraud.figures --episodes 300 [--write]
+    python -m benchmarks.fraud_baselines --episodes 300 [--write]
 
 prints mean grade per (role, policy) and, with ``--write``, records the table in
 benchmarks/RESULTS.md under "fraud_baselines".
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from env.common.figures import policy_means
+from benchmarks.policy_grades import policy_means
 from env.fraud.environment import FraudEnvironment
 from env.seeds import split_seeds
 
@@ -31,7 +31,7 @@ def measure(episodes: int, split: str = "eval") -> dict[tuple[str, str], dict[st
 
 def markdown(table: dict[tuple[str, str], dict[str, float]], episodes: int, seconds: float) -> str:
     lines = [
-        f"`python -m env.fraud.figures --episodes {episodes} --write` "
+        f"`python -m benchmarks.fraud_baselines --episodes {episodes} --write` "
         f"({episodes} eval seeds per role, {seconds:.0f} s)",
         "",
         "| role | policy | mean grade | components |",

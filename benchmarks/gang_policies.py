@@ -1,4 +1,4 @@
-"""Policy figures of the gang environment on eval seeds: ``python -m env.gang.figures --seeds 300``.
+"""Policy figures of the gang environment on eval seeds: ``python -m benchmarks.gang_policies --seeds 300``.
 
 Plays every registered gang policy on the same eval seeds of each task and writes the table of
 mean grade, precision, recall and win rate to the ``gang_policies`` section of
@@ -11,7 +11,7 @@ import argparse
 import logging
 import time
 
-from env.common.figures import policy_means
+from benchmarks.policy_grades import policy_means
 from env.seeds import split_seeds
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def markdown(figures: dict, n_seeds: int, seconds: float) -> str:
     from benchmarks.results import machine
 
     lines = [
-        f"## gang policies (`python -m env.gang.figures --seeds {n_seeds}`)",
+        f"## gang policies (`python -m benchmarks.gang_policies --seeds {n_seeds}`)",
         "",
         f"{n_seeds} eval seeds per task; {seconds:.0f} s on {machine()}.",
         "",

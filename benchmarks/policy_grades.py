@@ -1,6 +1,6 @@
 """Mean grade of every registered policy on eval seeds, per task: the figures of issue 8.
 
-    .venv/bin/python -m env.common.figures support ops [--seeds 300] [--write-results]
+    .venv/bin/python -m benchmarks.policy_grades support ops [--seeds 300] [--write-results]
 
 Prints one markdown table per environment (rows: policies, columns: tasks) and, with
 ``--write-results``, stores them in benchmarks/RESULTS.md (section "support_ops_policies").
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
         head = (
             f"Mean grade on {args.seeds} eval seeds per task "
-            f"(`python -m env.common.figures {' '.join(args.envs)} --write-results`); "
+            f"(`python -m benchmarks.policy_grades {' '.join(args.envs)} --write-results`); "
             f"{machine()}."
         )
         write_section("support_ops_policies", head + "\n\n" + body)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from env.common.figures import mean_grades
+from benchmarks.policy_grades import mean_grades
 from env.registry import env_class, policies
 from env.seeds import split_seeds
 
