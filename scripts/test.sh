@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports  # the layers contract in pyproject.toml: env -> rewards -> pipeline
 .venv/bin/python -m pytest -q "$@"
