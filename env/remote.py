@@ -75,7 +75,7 @@ class Servers:
         urls: Sequence[str] | Mapping[str, Sequence[str]],
         retries: int = 3,
         timeout_s: float = 60.0,
-        backoff_s: float = 0.2,
+        backoff_s: float = 0.5,
     ):
         if isinstance(urls, Mapping):
             self.by_env: dict[str, list[str]] | None = {k: check_urls(v) for k, v in urls.items()}
@@ -114,8 +114,10 @@ class Servers:
             return client
 
     def pause(self, attempt: int) -> None:
+        """Wait before retry ``attempt`` (0: none): 0.5 s, 1 s, 2 s, ... up to 10 s, so a lone
+        server that restarts has time to come back (``retries=6`` waits about 15 s in all)."""
         if attempt:
-            time.sleep(min(self.backoff_s * attempt, 2.0))
+            time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 10.0))
 
     def close(self) -> None:
         with self._lock:

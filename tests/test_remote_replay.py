@@ -232,3 +232,24 @@ def test_replay_answers_show_no_hidden_value_the_calls_did_not(name: str) -> Non
             assert answer.status_code == 200, answer.text
             leaked = sorted(v for v in hidden if v in answer.text)
             assert not leaked, f"/replay shows hidden values {leaked[:5]}"
+
+
+def test_a_lone_server_that_restarts_costs_retries_not_the_row(two_servers) -> None:
+    import threading
+
+    procs, urls = two_servers
+    port = int(urls[0].rsplit(":", 1)[1])
+    row = _rows(1)[0]
+    local, remote = ReplayCache(), ReplayCache()
+    remote.use_servers(ReplayClient(Servers(urls[:1], retries=6)))
+    stop(procs[0])
+    restarted: list[subprocess.Popen] = []
+    restart = threading.Thread(target=lambda: restarted.append(spawn(ENV, port)))
+    restart.start()
+    try:
+        args = (ENV, row["task"], row["seed"], row["completion"])
+        assert remote.outcome(*args) == local.outcome(*args)
+    finally:
+        restart.join(timeout=60)
+        for proc in restarted:
+            stop(proc)
