@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
+from benchmarks.fraud_baselines import measure
 from env.fraud.environment import FraudEnvironment
-from env.fraud.figures import measure
 from env.fraud.policies import POLICIES
 from env.rollout import play
 
