@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_CONFIG = "configs/cpu.yaml"
+STEPS_CONFIG = "configs/cpu_steps.yaml"
 ADAPTER_FILE = "adapter_model.safetensors"
 DRY_RUN_OVERRIDES = [
     "output_dir=outputs/dry-run",
@@ -88,7 +89,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--learning_rate 5e-6 --num_generations 4 (see --help-grpo).",
         allow_abbrev=False,
     )
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help="YAML config (configs/*.yaml)")
+    parser.add_argument(
+        "--config",
+        help=f"YAML config (configs/*.yaml); default {DEFAULT_CONFIG}, {STEPS_CONFIG} with --mode steps",
+    )
     parser.add_argument("--dry-run", action="store_true", help="2 steps, save, reload, no push")
     parser.add_argument(
         "--eval-cuts",
@@ -129,6 +133,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args, args.grpo_flags = parser.parse_known_args(argv)
+    if args.config is None:
+        args.config = STEPS_CONFIG if args.mode == "steps" else DEFAULT_CONFIG
     return args
 
 

@@ -1,4 +1,5 @@
-"""``python train_grpo.py --dry-run --mode steps --eval-cuts N`` with the CPU default model.
+"""``python train_grpo.py --dry-run --mode steps --eval-cuts N``: configs/cpu_steps.yaml (AML easy,
+compact styles, fixed context) with the dry run's sizes.
 
 The steps-mode run goes through the decision-blind warm start and TRL's GRPOTrainer on decision-cut
 prompts (assistant tool calls and tool results in the prompt), saves an adapter that reloads, and
@@ -32,12 +33,6 @@ def test_steps_dry_run_trains_and_prints_the_before_after_table(tmp_path: Path) 
         "1",
         "--eval-cuts",
         "2",
-        "--set",
-        "data.prompt_style=compact",
-        "--set",
-        "data.result_style=compact",
-        "--set",
-        "data.tasks=[easy]",
         "--output-dir",
         str(out),
     ]
