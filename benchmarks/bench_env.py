@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import env  # noqa: E402
-from benchmarks.results import machine, write_section  # noqa: E402
-from env.rollout import play, replay  # noqa: E402
-from env.seeds import split_seeds  # noqa: E402
+import env
+from benchmarks.results import machine, write_section
+from env.rollout import play, replay
+from env.seeds import split_seeds
 
 TARGET = 2000.0
 

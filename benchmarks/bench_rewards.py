@@ -25,19 +25,16 @@ import os
 import random
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.results import machine, write_section  # noqa: E402
-from env.registry import env_class, make, policies  # noqa: E402
-from env.rollout import play, replay  # noqa: E402
-from env.seeds import split_seeds  # noqa: E402
-from pipeline.dataset import build_dataset  # noqa: E402
-from pipeline.prompts import render_completion  # noqa: E402
-from rewards import build_reward_functions  # noqa: E402
-from rewards.parsing import parse_tool_calls  # noqa: E402
-from rewards.replay import CACHE  # noqa: E402
+from benchmarks.results import machine, write_section
+from env.registry import env_class, make, policies
+from env.rollout import play, replay
+from env.seeds import split_seeds
+from pipeline.dataset import build_dataset
+from pipeline.prompts import render_completion
+from rewards import build_reward_functions
+from rewards.parsing import parse_tool_calls
+from rewards.replay import CACHE
 
 MAX_CALLS = 16
 

@@ -29,11 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from env.base import ToolCallAction, ToolEnvironment, ToolObservation, ToolSpec  # noqa: E402
-from env.registry import env_class, names  # noqa: E402
-from env.server import free_port  # noqa: E402
+from env.base import ToolCallAction, ToolEnvironment, ToolObservation, ToolSpec
+from env.registry import env_class, names
+from env.server import free_port
 
 logger = logging.getLogger("bench_server")
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,18 +19,16 @@ import argparse
 import logging
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
+from benchmarks.results import machine, write_section
+from pipeline.config import load_config
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from transformers import TrainerCallback  # noqa: E402
-
-from benchmarks.results import machine, write_section  # noqa: E402
-from pipeline.config import load_config  # noqa: E402
 
 logger = logging.getLogger("bench_train_cpu")
 

@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.results import machine, publish  # noqa: E402
+from benchmarks.results import machine, publish
 
 
 def _prompts(tokenizer, n: int) -> list[list[int]]:

@@ -4,7 +4,7 @@
 #   2. TRL's own vLLM colocate path generates inside GRPO (transformers backend),
 #   3. a few GRPO steps run through train_grpo.py with the A100 config (Unsloth 4-bit + LoRA),
 # and prints step time and peak GPU memory for each run.
-#   pip install -r requirements.txt -r requirements-gpu.txt
+#   pip install -r requirements.txt -r requirements-gpu.txt && pip install --no-deps -e .
 #   bash benchmarks/gpu_smoke.sh            # MODEL=... STEPS=... to change
 # Needs the model weights on the Hub (or in HF_HOME); not run in CI (no GPU there).
 #
@@ -78,7 +78,7 @@ PYEOF
   fi
   for shape in $shapes; do
     echo "== $shape: random weights, train_grpo.py CUDA path (transformers + LoRA + TRL generation, steps mode)"
-    $PY benchmarks/gpu_smoke_offline.py build --shape "$shape" --out "$OUT/$shape-model" \
+    $PY -m benchmarks.gpu_smoke_offline build --shape "$shape" --out "$OUT/$shape-model" \
       --device "$device" --dtype "$dtype"
     $PY train_grpo.py --config configs/a100_steps.yaml --output-dir "$OUT/$shape" --max-steps "$steps" \
       --set model.backend=transformers --set model.name_or_path="$OUT/$shape-model" \
@@ -89,7 +89,7 @@ PYEOF
       --set training.max_completion_length="$comp" --set data.n_train=16 --set data.cuts=decision \
       --set training.save_strategy=no --set logging.log_completions=false --set logging.plots=true \
       --set logging.report_to=none "${train_args[@]}"
-    $PY benchmarks/gpu_smoke_offline.py report "$OUT/$shape" --expect-steps "$steps"
+    $PY -m benchmarks.gpu_smoke_offline report "$OUT/$shape" --expect-steps "$steps"
     rm -rf "$OUT/$shape-model"  # random weights: nothing worth keeping, and 15 GB for 7B
   done
   echo "== offline GPU smoke test passed in $((SECONDS - started)) s"

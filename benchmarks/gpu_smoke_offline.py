@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 QWEN2_COMMON: dict[str, Any] = {
     "model_type": "qwen2",
     "hidden_act": "silu",

@@ -31,16 +31,13 @@ import argparse
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.results import machine, publish  # noqa: E402
-from pipeline.stats import bar_chart, fmt, interval_table, paired_difference  # noqa: E402
+from benchmarks.results import machine, publish
+from pipeline.stats import bar_chart, fmt, interval_table, paired_difference
 
 logger = logging.getLogger("learning_cpu")
 CONFIGS = {

@@ -18,13 +18,10 @@ import collections
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.results import machine, publish  # noqa: E402
-from pipeline.stats import bootstrap_interval, fmt, paired_difference  # noqa: E402
+from benchmarks.results import machine, publish
+from pipeline.stats import bootstrap_interval, fmt, paired_difference
 
 Call = dict[str, Any]
 EXTRA: dict[str, Callable[[str], list[Call]]] = {

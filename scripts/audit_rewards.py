@@ -18,12 +18,9 @@ import argparse
 import logging
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from rewards import resolve_weights  # noqa: E402
-from rewards.audit import audit  # noqa: E402
+from rewards import resolve_weights
+from rewards.audit import audit
 
 logger = logging.getLogger("audit_rewards")
 

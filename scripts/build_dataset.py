@@ -14,11 +14,8 @@ import logging
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.dataset import build_dataset  # noqa: E402
+from pipeline.dataset import build_dataset
 
 logger = logging.getLogger("build_dataset")
 

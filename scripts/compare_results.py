@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rich.console import Console
+from rich.table import Table
 
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from pipeline.stats import METRICS, compare, comparison_chart, fmt, load_result  # noqa: E402
+from pipeline.stats import METRICS, compare, comparison_chart, fmt, load_result
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rich.console import Console
+from rich.table import Table
 
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from pipeline.evaluation import evaluate, parse_tasks  # noqa: E402
-from pipeline.stats import fmt, intervals, result_chart, write_result_csv  # noqa: E402
+from pipeline.evaluation import evaluate, parse_tasks
+from pipeline.stats import fmt, intervals, result_chart, write_result_csv
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -28,10 +28,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 if TYPE_CHECKING:  # the environment stack is imported only once the flags are read
     from env.base import ToolCallAction, ToolObservation

