@@ -21,6 +21,8 @@ from pipeline.agents import NO_CALL, GenerationSettings, ModelPolicy, make_model
 from pipeline.interactive import environment_factory, tool_methods
 from pipeline.prompts import render_observation, system_prompt
 
+from conftest import tiny_model
+
 TASK, SEED = "medium", 1_000_000_003
 
 
@@ -128,13 +130,9 @@ def test_a_turn_whose_call_ran_resets_the_idle_count(oracle):
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoTokenizer
-
-    from pipeline.model import apply_tool_chat_template, build_tiny_model, smollm2_path
 
     root = tmp_path_factory.mktemp("ckpt")
-    tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()))
-    base = build_tiny_model(tokenizer, seed=3)
+    base, tokenizer = tiny_model(seed=3, style="full")
     base.save_pretrained(root / "full")
     tokenizer.save_pretrained(root / "full")
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")

@@ -7,11 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from env.aml import AMLEnvironment
-from env.base import ToolCallAction
 
-
-def call(tool: str, **arguments) -> ToolCallAction:
-    return ToolCallAction(tool=tool, arguments=arguments)
+from conftest import call
 
 
 def case(category: str, task: str = "easy", where=lambda env: True) -> AMLEnvironment:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from typing import Literal
 
-from env.base import EnvConfig, Grade, ToolCallAction, ToolEnvironment, ToolError, tool
+from env.base import EnvConfig, Grade, ToolEnvironment, ToolError, tool
+
+from conftest import call
 
 
 class CoinEnv(ToolEnvironment):
@@ -67,12 +69,12 @@ def test_bad_agent_input_is_an_error_observation_with_a_penalty():
     env = CoinEnv()
     env.reset(seed=1)
     cases = [
-        ToolCallAction(tool="fly", arguments={}),
-        ToolCallAction(tool="look", arguments={"times": "many"}),
-        ToolCallAction(tool="look", arguments={"speed": 2}),
-        ToolCallAction(tool="guess", arguments={}),
-        ToolCallAction(tool="look", arguments={"times": 9}),
-        ToolCallAction(tool="look", arguments={"times": 1, "x": "y" * 10_000}),
+        call("fly"),
+        call("look", times="many"),
+        call("look", speed=2),
+        call("guess"),
+        call("look", times=9),
+        call("look", times=1, x="y" * 10_000),
         {"tool": 5},
     ]
     for action in cases:
@@ -86,13 +88,13 @@ def test_bad_agent_input_is_an_error_observation_with_a_penalty():
 def test_terminal_tool_ends_with_grade_and_repeat_is_penalised():
     env = CoinEnv()
     env.reset(seed=3)
-    first = env.step(ToolCallAction(tool="look"))
-    again = env.step(ToolCallAction(tool="look"))
+    first = env.step(call("look"))
+    again = env.step(call("look"))
     assert again.reward < first.reward
     coin = first.result["coin"]
-    final = env.step(ToolCallAction(tool="guess", arguments={"side": coin}))
+    final = env.step(call("guess", side=coin))
     assert final.done and final.grade.total == 1.0 and final.grade.decision == coin
-    assert env.step(ToolCallAction(tool="look")).error
+    assert env.step(call("look")).error
     report = env.report()
     assert report.decision_reached and report.n_repeats == 1 and len(report.step_rewards) == 3
 
@@ -100,8 +102,8 @@ def test_terminal_tool_ends_with_grade_and_repeat_is_penalised():
 def test_step_limit_ends_without_decision():
     env = CoinEnv(max_steps=2)
     env.reset(seed=0)
-    env.step(ToolCallAction(tool="look"))
-    obs = env.step(ToolCallAction(tool="look", arguments={"times": 2}))
+    env.step(call("look"))
+    obs = env.step(call("look", times=2))
     assert obs.done and obs.grade.decision is None
     assert not env.report().decision_reached
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoTokenizer
 
 from pipeline.batch_generation import GQA_ATTENTION, generate, sampling_choice
-from pipeline.model import build_tiny_model, smollm2_path
+
+from conftest import tiny_model
 
 
 def _tiny():
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_path())
-    model = build_tiny_model(tokenizer).eval()
+    model, tokenizer = tiny_model()
+    model.eval()
     assert model.config.num_key_value_heads < model.config.num_attention_heads  # GQA path
     return model, tokenizer
 

@@ -5,21 +5,19 @@ from __future__ import annotations
 import re
 
 import pytest
-from transformers import AutoTokenizer
 
 import env
 from pipeline.chat_templates import apply_tool_chat_template, compact_template, ours
 from pipeline.dataset import build_dataset
 from pipeline.interactive import tool_schemas
-from pipeline.model import smollm2_path
 from pipeline.warmup import heuristic_conversations
+
+from conftest import smollm2_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizers():
-    full = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()), "full")
-    compact = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()), "compact")
-    return full, compact
+    return smollm2_tokenizer("full"), smollm2_tokenizer("compact")
 
 
 def _conversation() -> list[dict]:

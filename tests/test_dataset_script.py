@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import datasets
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "build_dataset.py"
-_spec = importlib.util.spec_from_file_location("build_dataset_script", SCRIPT)
-build_dataset_script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build_dataset_script)
+from scripts import build_dataset as build_dataset_script
 
 
 def test_saves_then_refuses_an_offline_push_with_a_clear_message(tmp_path, monkeypatch):

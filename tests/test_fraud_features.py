@@ -12,11 +12,12 @@ import statistics
 
 from sklearn.metrics import roc_auc_score
 
-from env.base import ToolCallAction
 from env.fraud.environment import FraudEnvironment
 from env.fraud.policies import POLICIES, _RolePolicy
 from env.rollout import play
 from env.seeds import split_seeds
+
+from conftest import call
 
 FEATURES = ("age_days", "devices", "refund_rate", "night_share", "avg_amount", "risk_score")
 
@@ -69,8 +70,8 @@ class FreezeTopRisk(_RolePolicy):
 
     def defend(self, observation):
         if self.queue:
-            return ToolCallAction(tool="freeze", arguments={"account_id": self.queue.pop(0)})
-        return ToolCallAction(tool="close_case", arguments={"verdict": "fraud"})
+            return call("freeze", account_id=self.queue.pop(0))
+        return call("close_case", verdict="fraud")
 
 
 def test_freezing_the_top_risk_scores_is_far_below_honest_play():

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from env.base import ToolCallAction
 from env.gang.config import DEFAULT_TASKS, GangConfig
 from env.gang.environment import GangEnvironment
 from env.gang.grading import grade_flags
+
+from conftest import call
 
 CFG = GangConfig()
 EASY = DEFAULT_TASKS["easy"]
@@ -50,11 +51,11 @@ def test_episode_grade_and_coverage_through_the_tools():
     seed = next(s for s in range(40) if env.reset(seed=s, task="easy") and env.reveal()["gang"])
     env.reset(seed=seed, task="easy")
     gang = env.reveal()["gang"]
-    env.step(ToolCallAction(tool="inspect", arguments={"account_id": gang[0]}))
+    env.step(call("inspect", account_id=gang[0]))
     assert env.report().metrics["evidence_coverage"] == round(1 / len(gang), 4)
     for x in gang:
-        env.step(ToolCallAction(tool="flag", arguments={"account_id": x}))
-    obs = env.step(ToolCallAction(tool="submit"))
+        env.step(call("flag", account_id=x))
+    obs = env.step(call("submit"))
     assert obs.done and obs.grade.components["precision"] == 1.0
     assert obs.grade.components["recall"] == 1.0 and obs.grade.decision == "gang"
     assert env.report().decision_reached
@@ -65,5 +66,5 @@ def test_step_limit_without_submit_scores_zero():
     obs = env.reset(seed=2, task="easy")
     target = obs.result["alerts"][0]["account_id"]
     for _ in range(obs.steps_left):
-        obs = env.step(ToolCallAction(tool="inspect", arguments={"account_id": target}))
+        obs = env.step(call("inspect", account_id=target))
     assert obs.done and obs.grade.total == 0.0 and obs.grade.decision is None

@@ -6,9 +6,10 @@ import time
 
 from sklearn.metrics import roc_auc_score
 
-from env.base import ToolCallAction
 from env.gang.environment import GangEnvironment
 from env.seeds import split_seeds
+
+from conftest import call
 
 
 def test_hard_reset_is_fast():
@@ -62,11 +63,11 @@ def test_flag_marks_exactly_one_account():
     env = GangEnvironment()
     obs = env.reset(seed=11, task="medium")
     target = obs.result["alerts"][0]["account_id"]
-    out = env.step(ToolCallAction(tool="flag", arguments={"account_id": target}))
+    out = env.step(call("flag", account_id=target))
     assert out.error is None and len(env.flagged) == 1
-    again = env.step(ToolCallAction(tool="flag", arguments={"account_id": target}))
+    again = env.step(call("flag", account_id=target))
     assert again.error and len(env.flagged) == 1
-    missing = env.step(ToolCallAction(tool="inspect", arguments={"account_id": "nobody"}))
+    missing = env.step(call("inspect", account_id="nobody"))
     assert missing.error and env.internal_errors == 0
 
 
@@ -79,8 +80,8 @@ def test_gang_evades_mid_episode_with_visible_effects():
     handles = {x: env.inspect(x)["handle"] for x in gang}
     ips = {x: env.check_ip(x)["ip"] for x in gang}
     for _ in range(env.settings.evade_at):
-        env.step(ToolCallAction(tool="get_policy"))
-    env.step(ToolCallAction(tool="inspect", arguments={"account_id": gang[0]}))
+        env.step(call("get_policy"))
+    env.step(call("inspect", account_id=gang[0]))
     evasion = env.reveal()["evasion"]
     assert evasion["dropped_follows"] > 0
     after = {x: env.investigate_network(x)["mutual_count"] for x in gang}
@@ -92,7 +93,7 @@ def test_gang_evades_mid_episode_with_visible_effects():
     easy = GangEnvironment()
     easy.reset(seed=seed, task="easy")
     for _ in range(25):
-        easy.step(ToolCallAction(tool="get_policy"))
+        easy.step(call("get_policy"))
     assert easy.reveal()["evasion"] == {}
 
 

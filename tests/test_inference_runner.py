@@ -22,7 +22,9 @@ from fastapi import FastAPI
 from test_server_app import VaultEnv
 
 from env.base import ToolCallAction
-from env.server import ServerThread, create_env_app
+from env.server import ServerThread
+
+from conftest import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 START = re.compile(r"^\[START\] task=(\S+) env=(\S+) model=(\S+)$")
@@ -59,7 +61,7 @@ def test_runner_plays_smollm2_against_a_served_environment(tmp_path: Path):
     folder = tmp_path / "smollm2"
     with (
         transformers_serve("smollm2", folder) as llm_url,
-        ServerThread(create_env_app(VaultEnv)) as env_url,
+        serve(VaultEnv) as env_url,
     ):
         proc = run_runner(
             {

@@ -23,6 +23,8 @@ from pipeline.interactive import environment_factory, tool_schemas
 from pipeline.prompts import render_observation
 from rewards import build_reward_functions
 
+from conftest import tiny_model
+
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
@@ -34,15 +36,10 @@ def _call(action) -> str:
 @pytest.fixture(scope="module", params=["full", "compact"])
 def run(request):
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from pipeline.model import apply_tool_chat_template, build_tiny_model, smollm2_path
-
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_path())
-    tokenizer = apply_tool_chat_template(tokenizer, request.param)
+    model, tokenizer = tiny_model(style=request.param)
     tokenizer.padding_side = "left"
-    model = build_tiny_model(tokenizer)
     dataset = build_dataset("support", ["easy"], n=2, mode="interactive")
     support = env.make("support")
     scripts, openings, episodes = {}, {}, {}

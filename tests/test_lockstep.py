@@ -10,19 +10,17 @@ from pipeline.agents import CheckpointBackend, GenerationSettings, ModelPolicy
 from pipeline.evaluation import evaluate
 from pipeline.lockstep import play_lockstep
 
+from conftest import tiny_model
+
 SETTINGS = {"max_new_tokens": 6, "plan_max_new_tokens": 10, "max_idle_turns": 2}
 JOBS = [("easy", 1_000_000_001), ("medium", 1_000_000_002), ("easy", 1_000_000_003)]
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from pipeline.model import apply_tool_chat_template, build_tiny_model, smollm2_path
-
     folder = tmp_path_factory.mktemp("lockstep") / "tiny"
-    tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()))
-    build_tiny_model(tokenizer, seed=5).save_pretrained(folder)
+    model, tokenizer = tiny_model(seed=5, style="full")
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

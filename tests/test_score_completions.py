@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from env.registry import make, policies
 from env.rollout import play
 from env.seeds import split_seeds
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "score_completions.py"
-_spec = importlib.util.spec_from_file_location("score_completions", SCRIPT)
-score_completions = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(score_completions)
+from scripts import score_completions
 
 
 def _evaluated_grades(env_name: str, task: str, n: int) -> list[float]:

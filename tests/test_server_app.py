@@ -23,7 +23,9 @@ from env.base import EnvConfig, Grade, ToolCallAction, ToolEnvironment, ToolErro
 from env.client import CLIENTS, ToolEnvClient, client_class
 from env.registry import names
 from env.rollout import replay
-from env.server import RESET_TOOL, ServerThread, create_env_app
+from env.server import RESET_TOOL
+
+from conftest import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,7 +101,7 @@ def vault_walk(env_obs_drawers: list[str]) -> list[ToolCallAction]:
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerThread(create_env_app(VaultEnv, max_concurrent_envs=8)) as url:
+    with serve(VaultEnv, max_concurrent_envs=8) as url:
         yield url
 
 

@@ -7,12 +7,13 @@ import asyncio
 from test_server_app import VaultEnv
 
 from benchmarks.bench_server import build_script, load
-from env.server import ServerThread, create_env_app
+
+from conftest import serve
 
 
 def test_concurrent_sessions_match_their_in_process_replays():
     scripts = [build_script(VaultEnv, i, steps=12) for i in range(6)]
-    with ServerThread(create_env_app(VaultEnv, max_concurrent_envs=6)) as url:
+    with serve(VaultEnv, max_concurrent_envs=6) as url:
         ws_url = url.replace("http", "ws") + "/ws"
         figures = asyncio.run(load(ws_url, scripts))
         assert figures["steps"] == 6 * 12

@@ -13,13 +13,15 @@ from websockets.sync.client import connect
 
 from env.server import ServerThread, create_env_app
 
+from conftest import serve
+
 CAP = 3
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used:DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerThread(create_env_app(VaultEnv, max_concurrent_envs=CAP)) as url:
+    with serve(VaultEnv, max_concurrent_envs=CAP) as url:
         yield url
 
 

@@ -27,6 +27,8 @@ from env.registry import env_class, policies
 from env.rollout import play
 from env.server import RESET_TOOL, STATE_TOOL, ServerThread, create_env_app
 
+from conftest import serve
+
 TASK, SEED = "medium", 7
 MAX_CALLS = 200  # a bound on every loop: the env's own step limit ends episodes far sooner
 Call = Callable[[str, dict[str, Any]], Awaitable[tuple[dict[str, Any] | None, bool, str]]]
@@ -45,7 +47,7 @@ INITIALIZE = {
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerThread(create_env_app("aml", max_concurrent_envs=8)) as url:
+    with serve("aml", max_concurrent_envs=8) as url:
         yield url
 
 

@@ -21,6 +21,8 @@ from pipeline.warmup import (
 )
 from rewards import parse_tool_calls
 
+from conftest import smollm2_tokenizer
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -104,12 +106,7 @@ def test_interactive_sft_warmup_trains_the_assistant_turns_only(tmp_path: Path) 
 def test_interactive_sft_examples_carry_no_other_tools_arguments() -> None:
     """Arrow would store all calls' arguments under one struct of every tool's keys (null where
     absent); the tokenized AML examples must render each call with its own arguments only."""
-    from transformers import AutoTokenizer
-
-    from pipeline.chat_templates import apply_tool_chat_template
-    from pipeline.model import smollm2_path
-
-    tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()), "compact")
+    tokenizer = smollm2_tokenizer("compact")
     prompts = build_dataset(["aml"], ["easy"], n=2, split="train", mode="interactive")
     conversations = heuristic_conversations(prompts)
     examples = tokenize_conversations(conversations, tokenizer)

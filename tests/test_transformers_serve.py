@@ -25,11 +25,11 @@ import pytest
 import torch
 
 from env.support.environment import SupportEnvironment
+from scripts.serve_openai import prepare
+
+from conftest import tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from serve_openai import prepare  # noqa: E402
 
 STEP = re.compile(r"^\[STEP\] step=(\d+) action=(\w+)\((\{.*\})\) reward=(-?\d+\.\d\d) done=(\w+) ")
 
@@ -46,13 +46,11 @@ class ShortSupport(SupportEnvironment):
 @pytest.fixture(scope="module")
 def adapter(tmp_path_factory) -> Path:
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from pipeline.model import apply_tool_chat_template, build_tiny_model, smollm2_path
+    from transformers import AutoModelForCausalLM
 
     root = tmp_path_factory.mktemp("serve")
-    tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()))
-    build_tiny_model(tokenizer, seed=3).save_pretrained(root / "base")
+    base, tokenizer = tiny_model(seed=3, style="full")
+    base.save_pretrained(root / "base")
     tokenizer.save_pretrained(root / "base")
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(root / "base"), lora)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_server_app import VaultEnv
 
-from env.server import ServerThread, create_env_app
+from conftest import serve
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
@@ -47,7 +47,7 @@ def call(page, tool: str, rows_before: int, **arguments: str) -> None:
 def test_page_resets_calls_two_tools_and_shows_their_results(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    with ServerThread(create_env_app(VaultEnv)) as url, sync_playwright() as pw:
+    with serve(VaultEnv) as url, sync_playwright() as pw:
         browser, page = open_page(pw, url)
         try:
             assert page.title() == "vault episode player"
@@ -85,7 +85,7 @@ def test_aml_page_tracks_case_file_and_async_jobs(tmp_path):
         env_class("aml")
     except ImportError:
         pytest.skip("the AML environment does not import yet")
-    with ServerThread(create_env_app("aml")) as url, sync_playwright() as pw:
+    with serve("aml") as url, sync_playwright() as pw:
         browser, page = open_page(pw, url)
         try:
             page.fill("#seed", "3")
