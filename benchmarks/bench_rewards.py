@@ -31,9 +31,9 @@ from env.registry import env_class, make, policies
 from env.rollout import play, replay
 from env.seeds import split_seeds
 from pipeline.dataset import build_dataset
-from pipeline.prompts import render_completion
 from rewards import build_reward_functions
 from rewards.parsing import parse_tool_calls
+from rewards.protocol import render_completion
 from rewards.replay import CACHE
 
 MAX_CALLS = 16

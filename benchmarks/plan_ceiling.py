@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     import env as registry
     from env.rollout import replay
     from pipeline.dataset import build_rows
-    from pipeline.prompts import render_completion
+    from rewards.protocol import render_completion
     from rewards.score import mean, score_batch
 
     env = registry.make("aml")

@@ -24,7 +24,7 @@ from typing import Any
 from env.registry import env_class, make, policies
 from env.rollout import play
 from env.seeds import split_seeds
-from pipeline.prompts import render_completion
+from rewards.protocol import render_completion
 from rewards.score import check_row, mean, score_batch
 
 logger = logging.getLogger("score_completions")

@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.prompts import render_completion
 from rewards.parsing import parse_tool_calls
+from rewards.protocol import render_completion
 
 FORBIDDEN = ("<tool_call>", "</tool_call>", "<think>", "</think>")
 

@@ -7,7 +7,6 @@ import pytest
 from env.registry import make, policies
 from env.rollout import play, replay
 from env.seeds import split_seeds
-from pipeline.prompts import render_completion
 from rewards import (
     REWARD_WEIGHTS_DEFAULT,
     build_reward_functions,
@@ -17,6 +16,7 @@ from rewards import (
     investigation_reward,
     os_mechanics_reward,
 )
+from rewards.protocol import render_completion
 from rewards.replay import CACHE
 
 ENV = "support"  # committed first; the AML figures live in test_audit_rewards.py
