@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from env.base import ToolCallAction
 from env.fraud.environment import DEFENDER_TOOLS, FRAUDSTER_TOOLS, FraudEnvironment
 from env.fraud.policies import POLICIES
 from env.rollout import play
 
+from conftest import call
 
-def call(env: FraudEnvironment, tool: str, **arguments):
-    return env.step(ToolCallAction(tool=tool, arguments=arguments))
+
+def step(env: FraudEnvironment, tool: str, **arguments):
+    return env.step(call(tool, **arguments))
 
 
 def ring_seed(task: str = "defender", family: str | None = None) -> tuple[FraudEnvironment, int]:
@@ -26,11 +27,11 @@ def ring_seed(task: str = "defender", family: str | None = None) -> tuple[FraudE
 def test_observation_lists_only_the_roles_tools_and_the_other_side_is_an_error():
     env = FraudEnvironment()
     assert set(env.reset(seed=1, task="defender").tools) == set(DEFENDER_TOOLS)
-    obs = call(env, "cashout_attempt", route_id="R1", amount=10.0)
+    obs = step(env, "cashout_attempt", route_id="R1", amount=10.0)
     assert obs.error and "fraudster tool" in obs.error
     assert env.world.tick == 2, "a failed call still costs world time"
     assert set(env.reset(seed=1, task="fraudster").tools) == set(FRAUDSTER_TOOLS)
-    obs = call(env, "freeze", account_id="U01")
+    obs = step(env, "freeze", account_id="U01")
     assert obs.error and "defender tool" in obs.error and env.world.tick == 1
     assert set(DEFENDER_TOOLS) | set(FRAUDSTER_TOOLS) == set(FraudEnvironment.tool_specs_by_name())
 
@@ -50,17 +51,17 @@ def test_defender_tools_each_have_an_effect():
     alerts = env.reset(seed=env.seed, task="defender").result["alerts"]
     pending = [a["id"] for a in alerts if a["status"] == "pending"]
     assert pending, "the opening shows pending transactions that can be held"
-    obs = call(env, "hold", transaction_id=pending[0])
+    obs = step(env, "hold", transaction_id=pending[0])
     assert obs.result["result"]["held"] and env.engine.ledger.holds
-    obs = call(env, "monitor", account_id="U01")
+    obs = step(env, "monitor", account_id="U01")
     assert "transactions" in obs.result["result"] and "U01" in env.engine.ledger.looked
-    obs = call(env, "investigate_neighborhood", account_id="U02")
+    obs = step(env, "investigate_neighborhood", account_id="U02")
     assert {"shared_device", "same_tick_payouts"} <= set(obs.result["result"])
-    obs = call(env, "challenge", account_id="U03")
+    obs = step(env, "challenge", account_id="U03")
     assert isinstance(obs.result["result"]["passed"], bool) and env.engine.ledger.challenges
-    call(env, "freeze", account_id="U04")
-    assert env.world.accounts["U04"].frozen and "U04" in call(env, "do_nothing").result["frozen"]
-    call(env, "block_merchant", merchant_id="M1")
+    step(env, "freeze", account_id="U04")
+    assert env.world.accounts["U04"].frozen and "U04" in step(env, "do_nothing").result["frozen"]
+    step(env, "block_merchant", merchant_id="M1")
     assert env.world.merchants["M1"].blocked
     assert env.world.tick == 1 + env.step_count
 
@@ -70,26 +71,26 @@ def test_fraudster_tools_each_have_an_effect():
     obs = env.reset(seed=3, task="fraudster")
     route = obs.result["routes"][0]
     before = route["source_funds"]
-    obs = call(env, "split_payment", route_id="R1", amount=obs.result["transfer_cap"], parts=3)
+    obs = step(env, "split_payment", route_id="R1", amount=obs.result["transfer_cap"], parts=3)
     assert obs.result["routes"][0]["source_funds"] < before
     assert obs.result["routes"][0]["mule_staged"] > 0, "the transfer settled at the mule"
     staged = obs.result["routes"][0]["mule_staged"]
-    obs = call(env, "cashout_attempt", route_id="R1", amount=staged)
+    obs = step(env, "cashout_attempt", route_id="R1", amount=staged)
     assert obs.result["laundered"] > 0 or obs.result["lost"] > 0
     hot = obs.result["routes"][0]["mule_alert"]
-    obs = call(env, "delay")
+    obs = step(env, "delay")
     assert obs.result["routes"][0]["mule_alert"] < hot or hot == 0
-    obs = call(env, "rotate_device", account_id=route["source"])
+    obs = step(env, "rotate_device", account_id=route["source"])
     assert obs.result["fresh_devices"] == env.config.fresh_devices - 1
     other = next(m for m in obs.result["merchants"] if m != route["merchant"])
-    obs = call(env, "switch_merchant", route_id="R1", merchant_id=other)
+    obs = step(env, "switch_merchant", route_id="R1", merchant_id=other)
     assert obs.result["routes"][0]["merchant"] == other
-    obs = call(env, "rotate_mule", route_id="R1")
+    obs = step(env, "rotate_mule", route_id="R1")
     assert obs.result["routes"][0]["mule"] != route["mule"]
     funds = obs.result["routes"][1]["source_funds"]
-    obs = call(env, "refund_abuse", route_id="R2", amount=obs.result["transfer_cap"])
+    obs = step(env, "refund_abuse", route_id="R2", amount=obs.result["transfer_cap"])
     assert obs.result["result"]["moved"] > 0 and obs.result["routes"][1]["source_funds"] < funds
-    obs = call(env, "exit_scheme")
+    obs = step(env, "exit_scheme")
     assert obs.done and obs.grade.decision == "exit" and obs.grade.components["decision"] == 1.0
 
 
@@ -147,7 +148,7 @@ def test_clean_worlds_exist_and_ask_for_a_clean_verdict():
     for seed in range(60):
         env.reset(seed=seed, task="defender")
         verdict = env.reveal()["verdict"]
-        obs = call(env, "close_case", verdict="clean")
+        obs = step(env, "close_case", verdict="clean")
         if verdict == "no_ring":
             clean += 1
             assert obs.grade.components["decision"] == 1.0 and obs.grade.total >= 0.9
@@ -185,7 +186,7 @@ class LazyRing:
 
     def act(self, view):
         assert "routes" in view and "tick" in view
-        return ToolCallAction(tool="delay")
+        return call("delay")
 
 
 class GreedyBank:
@@ -197,7 +198,7 @@ class GreedyBank:
             (k for k in view["suspicion"] if k.startswith("U") and k not in view["frozen"]),
             key=lambda k: -view["suspicion"][k],
         )
-        return ToolCallAction(tool="freeze", arguments={"account_id": ranked[0]})
+        return call("freeze", account_id=ranked[0])
 
 
 def test_the_other_side_is_pluggable():
@@ -207,7 +208,7 @@ def test_the_other_side_is_pluggable():
     assert env.world.laundered == 0 and episode.report.steps == env.config.max_steps
     env.set_opponent(lambda role, rng: GreedyBank())
     obs = env.reset(seed=seed, task="fraudster")
-    call(env, "split_payment", route_id="R1", amount=obs.result["transfer_cap"], parts=1)
+    step(env, "split_payment", route_id="R1", amount=obs.result["transfer_cap"], parts=1)
     assert sum(a.frozen for a in env.world.accounts.values()) == 1
     env.set_opponent(None)
     env.reset(seed=seed, task="fraudster")
