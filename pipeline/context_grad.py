@@ -34,13 +34,12 @@ def context_logits(model: Any, prompt: tuple[int, ...], completions: Any, mask: 
     its last token encoded without gradient and shared by the g rows."""
     import torch
 
+    from pipeline.batch_generation import encode_prefix
+
     device = completions.device
     g, c = completions.shape
     context, last = list(prompt[:-1]), prompt[-1]
-    with torch.no_grad():
-        cache = model(
-            input_ids=torch.tensor([context], device=device), use_cache=True, logits_to_keep=1
-        ).past_key_values
+    cache = encode_prefix(model, context).cache  # the shared prefix of batched decoding
     for layer in cache.layers:
         layer.keys = layer.keys.expand(g, -1, -1, -1)
         layer.values = layer.values.expand(g, -1, -1, -1)
