@@ -26,8 +26,6 @@ import json
 import logging
 import os
 import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -562,37 +560,6 @@ def _add_page(app: FastAPI, cls: type[ToolEnvironment]) -> None:
                 for spec in cls.tool_specs()
             ],
         }
-
-
-class ServerThread:
-    """Run an app with uvicorn on a free loopback port in a thread (tests, benchmarks).
-
-    ``with ServerThread(app) as url: ...``; the server stops when the block ends.
-    """
-
-    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int | None = None):
-        import uvicorn
-
-        self.port = port or free_port(host)
-        self.url = f"http://{host}:{self.port}"
-        config = uvicorn.Config(
-            app, host=host, port=self.port, log_level="warning", ws_max_size=4 * 1024 * 1024
-        )
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError(f"server on {self.url} did not start")
-            time.sleep(0.02)
-        return self.url
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=10)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

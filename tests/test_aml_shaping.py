@@ -4,15 +4,15 @@ below the honest heuristic even when its step rewards are added to its grade."""
 from __future__ import annotations
 
 from env.aml import AMLEnvironment
-from env.aml.policies import POLICIES, ScriptedPolicy, call
+from env.aml.policies import POLICIES, AMLScript, call
 from env.rollout import play
 from env.seeds import split_seeds
 
 
-class OSFarmer(ScriptedPolicy):
+class OSFarmer(AMLScript):
     """Engineers every paid OS effect it can (case-file hits, rule-mode effects), then files."""
 
-    def script(self, env, opening):
+    def script(self, opening):
         subject = opening.result["subject_id"]
         rows = (yield call("query_transactions", customer_id=subject)).result["transactions"]
         others = list(dict.fromkeys(r["counterparty"] for r in rows if r["counterparty"] != "CASH"))

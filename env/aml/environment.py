@@ -18,7 +18,8 @@ from env.aml.config import TASKS, AMLConfig
 from env.aml.grading import evidence_coverage, grade, os_mechanics
 from env.aml.memory import ID_PATTERN, Memory, OSCounters
 from env.aml.os_tools import OSTools
-from env.aml.world import generate
+from env.aml.tools import AMLDecisions, AMLTools
+from env.aml.world import build_world
 from env.base import Grade, ToolEnvironment, ToolSpec
 
 INSTRUCTIONS = """You are an anti-money-laundering investigator working one alert.
@@ -31,7 +32,7 @@ them again is a page fault. Wire traces are asynchronous: retrieve them after th
 (update_system_prompt) change what later tool results show. Every call costs a little."""
 
 
-class AMLEnvironment(OSTools, ToolEnvironment):
+class AMLEnvironment(AMLDecisions, OSTools, AMLTools, ToolEnvironment):
     """The AML alert investigation (see the module docstring for the episode)."""
 
     name = "aml"
@@ -40,7 +41,7 @@ class AMLEnvironment(OSTools, ToolEnvironment):
     instructions = INSTRUCTIONS
 
     def _build(self, task: str, rng: random.Random) -> None:
-        self.world = generate(task, rng, self.config)
+        self.world = build_world(task, rng, self.config)
         self._rng = random.Random(rng.getrandbits(32))
         self.memory = Memory(self.config.memory_size, {self.world.subject})
         self.memory.pinned.add(self.world.alert["alert_id"])

@@ -23,6 +23,7 @@ from env.aml.config import AMLConfig
 from env.aml.memory import ID_PATTERN, Memory, OSCounters
 from env.aml.world import World
 from env.base import Grade
+from env.common.grading import make_grade, weighted_total
 
 
 def os_mechanics(memory: Memory, os: OSCounters) -> float:
@@ -108,6 +109,4 @@ def grade(
         "efficiency": cfg.w_efficiency,
         "os_mechanics": cfg.w_os,
     }
-    total = sum(weights[k] * parts[k] for k in parts) / (sum(weights.values()) or 1.0)
-    parts = {k: round(v, 4) for k, v in parts.items()}
-    return Grade(total=round(min(1.0, max(0.0, total)), 4), components=parts, decision=decision)
+    return make_grade(weighted_total(parts, weights), parts, decision)

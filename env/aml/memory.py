@@ -12,16 +12,14 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 ID_PATTERN = re.compile(r"\b[A-Z]{1,3}-\d{3,7}\b")
 
-RULE_MODES = (
-    "standard",
-    "enhanced_due_diligence",
-    "structuring_watch",
-    "trade_scrutiny",
-    "network_expansion",
-)
+RuleMode = Literal[
+    "standard", "enhanced_due_diligence", "structuring_watch", "trade_scrutiny", "network_expansion"
+]
+RULE_MODES: tuple[str, ...] = get_args(RuleMode)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""OS tools (case file, async wire traces, compliance manual, rule modes) and the two decisions.
+"""OS tools: the case file, async wire traces, the compliance manual and rule modes.
 
 The reference system's "operating system" for an investigator with a small context: what these
 tools change is measured by effect in ``env.aml.memory`` and ``env.aml.grading``.
@@ -7,13 +7,12 @@ tools change is measured by effect in ``env.aml.memory`` and ``env.aml.grading``
 from __future__ import annotations
 
 from env.aml import manual
-from env.aml.memory import Job
-from env.aml.tools import AMLTools, RuleMode, Typology
+from env.aml.memory import Job, RuleMode
 from env.base import ToolError, tool
 
 
-class OSTools(AMLTools):
-    """OS and terminal tools, after the investigation tools (schema order follows the MRO)."""
+class OSTools:
+    """The OS tools of ``AMLEnvironment`` (a mixin listed after the investigation tools)."""
 
     # ----- OS mechanics ----------------------------------------------------------------------------
 
@@ -101,30 +100,3 @@ class OSTools(AMLTools):
         self.os.mode = rule_mode
         self.os.mode_paid = rule_mode == "standard"
         return {"rule_mode": rule_mode}, f"Rule mode {rule_mode} active."
-
-    # ----- decisions -------------------------------------------------------------------------------
-
-    @tool(kind="terminal", terminal=True)
-    def file_sar(self, findings: str, typology: Typology, entities_involved: list[str]) -> tuple:
-        """File a suspicious activity report and end the case.
-
-        Args:
-            findings: What you found, citing the evidence ids (transactions, invoices, devices,
-                watchlist entries, trace and document references).
-            typology: The laundering typology.
-            entities_involved: Ids of every customer, company or person involved.
-        """
-        self._sar = {"findings": findings, "typology": typology, "entities": entities_involved}
-        self._finish("file_sar")
-        return {"status": "filed"}, "SAR filed."
-
-    @tool(kind="terminal", terminal=True)
-    def close_alert(self, reason: str) -> tuple:
-        """Close the alert as not suspicious and end the case.
-
-        Args:
-            reason: Why the activity is legitimate, citing the evidence ids that show it.
-        """
-        self._close_reason = reason
-        self._finish("close_alert")
-        return {"status": "closed"}, "Alert closed."

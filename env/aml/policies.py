@@ -14,44 +14,31 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Generator
 from typing import Any
 
 from env.aml.config import AMLConfig
 from env.aml.memory import ID_PATTERN, RULE_MODES
 from env.aml.world import GOODS, HIGH_RISK
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation
+from env.common.policies import RandomPolicy as BaseRandomPolicy
+from env.common.policies import Script, ScriptedPolicy, call
 
 THRESHOLD = AMLConfig().cash_threshold
-Script = Generator[ToolCallAction, ToolObservation, None]
 
 
-def call(tool: str, **arguments: Any) -> ToolCallAction:
-    return ToolCallAction(tool=tool, arguments=arguments)
+class AMLScript(ScriptedPolicy):
+    """A scripted AML policy: it keeps the environment (the oracle reads its truth) and the active
+    rule mode, and closes the alert if its script ends without a decision."""
 
-
-class ScriptedPolicy:
-    """A policy written as a generator: it yields calls and receives each call's observation."""
-
-    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
-        self._script = self.script(env, observation)
-        self._started = False
+    def prepare(self, env: ToolEnvironment) -> None:
+        self.env = env
         self._mode = "standard"
 
-    def act(self, observation: ToolObservation) -> ToolCallAction:
-        try:
-            if not self._started:
-                self._started = True
-                return next(self._script)
-            return self._script.send(observation)
-        except StopIteration:
-            return call("close_alert", reason="no further steps")
-
-    def script(self, env: ToolEnvironment, opening: ToolObservation) -> Script:
-        raise NotImplementedError
+    def fallback(self, observation: ToolObservation) -> ToolCallAction:
+        return call("close_alert", reason="no further steps")
 
 
-class Investigator(ScriptedPolicy):
+class Investigator(AMLScript):
     """The honest heuristic: route by observed activity, check the separating evidence, decide."""
 
     stop_at_first = True
@@ -74,7 +61,8 @@ class Investigator(ScriptedPolicy):
             found.append("sanctions_evasion")
         return found or ["sanctions_evasion"]
 
-    def script(self, env: ToolEnvironment, opening: ToolObservation) -> Script:
+    def script(self, opening: ToolObservation) -> Script:
+        env = self.env
         alert = opening.result
         subj = alert["subject_id"]
         yield call("review_alert", alert_id=alert["alert_id"])
@@ -311,10 +299,10 @@ class Oracle(Investigator):
     """Reads the hidden truth at reset: the heuristic's checks (and the true family's), then the
     true answer, so it bounds the heuristic from above episode by episode."""
 
-    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
+    def prepare(self, env: ToolEnvironment) -> None:
+        super().prepare(env)
         self._truth = env.reveal()
         self._family = env.world.family
-        super().reset(env, observation)
 
     def families(self, env: ToolEnvironment, profile: dict, txns: list[dict]) -> list[str]:
         """The heuristic's checks (so it never does less) plus the true family's if missing."""
@@ -340,20 +328,13 @@ def plan(policy: str, task: str, seed: int) -> list[dict[str, Any]]:
     return play(AMLEnvironment(), POLICIES[policy](seed), task, seed).plan
 
 
-class RandomPolicy:
-    """Uniform over tools; arguments drawn from ids seen so far, enum values, or junk."""
+class RandomPolicy(BaseRandomPolicy):
+    """Uniform over tools; arguments drawn from ids seen so far (in the order seen), enum values,
+    or junk."""
 
-    def __init__(self, seed: int):
-        self.rng = random.Random(seed)
-
-    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
-        self.specs = env.tool_specs()
-        self.ids: list[str] = []
-        self._learn(observation)
-
-    def _learn(self, observation: ToolObservation) -> None:
+    def _absorb(self, observation: ToolObservation) -> None:
         text = json.dumps(observation.result, default=str)
-        self.ids.extend(i for i in ID_PATTERN.findall(text) if i not in self.ids)
+        self.tokens.extend(i for i in ID_PATTERN.findall(text) if i not in self.tokens)
 
     def _value(self, schema: dict[str, Any]) -> Any:
         rng = self.rng
@@ -364,24 +345,18 @@ class RandomPolicy:
             return [self._value({"type": "string"}) for _ in range(rng.randint(0, 3))]
         if kind in ("number", "integer"):
             return rng.randint(0, 50_000)
-        if self.ids and rng.random() < 0.8:
-            return rng.choice(self.ids)
+        if self.tokens and rng.random() < 0.8:
+            return rng.choice(self.tokens)
         return rng.choice(("", "unknown", "JOB-1", "X-00000"))
 
-    def act(self, observation: ToolObservation) -> ToolCallAction:
-        self._learn(observation)
-        spec = self.rng.choice(self.specs)
-        props = spec.parameters.get("properties", {})
-        return call(spec.name, **{k: self._value(v) for k, v in props.items()})
 
-
-class Fixed(ScriptedPolicy):
+class Fixed(AMLScript):
     """A fixed list of calls built from the opening alert (degenerate strategies)."""
 
     def __init__(self, plan):
         self.plan = plan
 
-    def script(self, env: ToolEnvironment, opening: ToolObservation) -> Script:
+    def script(self, opening: ToolObservation) -> Script:
         alert = opening.result
         for action in self.plan(alert["subject_id"], alert["alert_id"]):  # noqa: UP028 (send)
             yield action
@@ -427,7 +402,7 @@ def _repeat(subject: str, alert_id: str) -> list[ToolCallAction]:
 
 
 REFERENCES = {"reference": lambda seed: Exhaustive(), "blind_decision": BlindDecision}
-"""Steps-mode reference policies (``pipeline.steps``); not ranked with ``POLICIES``."""
+"""Steps-mode reference policies (``pipeline.data.steps``); not ranked with ``POLICIES``."""
 
 POLICIES = {
     "heuristic": lambda seed: Investigator(),

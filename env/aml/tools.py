@@ -1,27 +1,20 @@
-"""The 18 tools of the AML investigation, as typed, documented methods (a mixin).
+"""The AML investigation's tools, as typed, documented methods (mixins of ``AMLEnvironment``).
 
-Eleven investigation tools read the hidden world; five OS tools manage the investigator's limited
-context (case file, async wire traces, the compliance manual, rule modes); two terminal tools file
-a SAR or close the alert. Results name ids, which enter working memory (see ``env.aml.memory``).
+Eleven investigation tools read the hidden world (``AMLTools``); two terminal tools file a SAR or
+close the alert (``AMLDecisions``). The five OS tools that manage the investigator's limited
+context live in ``env.aml.os_tools``. Results name ids, which enter working memory
+(see ``env.aml.memory``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from env.aml.memory import RULE_MODES
-from env.aml.world import DATES, GOODS, HIGH_RISK
+from env.aml.world import DATES, GOODS, HIGH_RISK, Typology
 from env.base import ToolError, tool
 
-Typology = Literal["structuring", "layering", "trade_based", "mule_ring", "sanctions_evasion"]
-RuleMode = Literal[
-    "standard", "enhanced_due_diligence", "structuring_watch", "trade_scrutiny", "network_expansion"
-]
-Goods = Literal[
-    "copper wire", "LED panels", "cotton fabric", "used cars", "mobile phones", "olive oil"
-]
+Goods = Literal[tuple(GOODS)]  # the world's price table names the goods once
 Channel = Literal["all", "cash", "wire", "ach", "card", "trade"]
-assert len(RULE_MODES) == len(RuleMode.__args__) and len(GOODS) == len(Goods.__args__)
 
 
 class AMLTools:
@@ -392,3 +385,32 @@ class AMLTools:
             self._evidence(ref)
         self._show(company.id)
         return out, f"{len(layers)} ownership entries."
+
+
+class AMLDecisions:
+    """The two terminal tools of ``AMLEnvironment``, listed last (the MRO sets the schema order)."""
+
+    @tool(kind="terminal", terminal=True)
+    def file_sar(self, findings: str, typology: Typology, entities_involved: list[str]) -> tuple:
+        """File a suspicious activity report and end the case.
+
+        Args:
+            findings: What you found, citing the evidence ids (transactions, invoices, devices,
+                watchlist entries, trace and document references).
+            typology: The laundering typology.
+            entities_involved: Ids of every customer, company or person involved.
+        """
+        self._sar = {"findings": findings, "typology": typology, "entities": entities_involved}
+        self._finish("file_sar")
+        return {"status": "filed"}, "SAR filed."
+
+    @tool(kind="terminal", terminal=True)
+    def close_alert(self, reason: str) -> tuple:
+        """Close the alert as not suspicious and end the case.
+
+        Args:
+            reason: Why the activity is legitimate, citing the evidence ids that show it.
+        """
+        self._close_reason = reason
+        self._finish("close_alert")
+        return {"status": "closed"}, "Alert closed."

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from env.aml.config import AMLConfig
 
-FAMILIES = ("structuring", "layering", "trade_based", "mule_ring", "sanctions_evasion")
+Typology = Literal["structuring", "layering", "trade_based", "mule_ring", "sanctions_evasion"]
+FAMILIES: tuple[str, ...] = get_args(Typology)
 CLEAN_OF = {
     "structuring": "seasonal_cash_business",
     "layering": "payroll_fan_out",
@@ -267,7 +269,7 @@ class Builder:
         return self.rand() < table.get(self.task, 0.0)
 
 
-def generate(task: str, rng: random.Random, config: AMLConfig) -> World:
+def build_world(task: str, rng: random.Random, config: AMLConfig) -> World:
     """Build one case for ``task`` from ``rng`` alone."""
     from env.aml import typologies
 

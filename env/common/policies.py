@@ -1,4 +1,4 @@
-"""Policy building blocks shared by the support and ops environments.
+"""Policy building blocks every environment's policies are made of.
 
 ``ScriptedPolicy`` turns a generator (yield a call, receive its observation) into the ``Policy``
 protocol of ``env.rollout``, so a heuristic reads like the procedure it follows. ``RandomPolicy``

@@ -72,8 +72,8 @@ class FraudEnvironment(DefenderTools, RingTools, ToolEnvironment):
 
     def _build(self, task: str, rng: random.Random) -> None:
         cfg: FraudConfig = self.config
-        ring = task == "fraudster" or rng.random() >= cfg.clean_share
-        self.world = build_world(rng, cfg, ring)
+        self.world = build_world(task, rng, cfg)
+        ring = self.world.family is not None
         self.engine = Engine(self.world, cfg, random.Random(rng.getrandbits(64)))
         opponent_rng = random.Random(rng.getrandbits(64))
         self.opponent: Opponent

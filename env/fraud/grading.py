@@ -15,13 +15,14 @@ reaching the threshold before the window closes). No decision means no decision 
 from __future__ import annotations
 
 from env.base import Grade
+from env.common.grading import clamp, weighted_total
 from env.fraud.dynamics import Engine
 
 
 def _weighted(parts: dict[str, float], weights: dict[str, float], decision: str | None) -> Grade:
     parts = {k: round(min(1.0, max(0.0, v)), 4) for k, v in parts.items()}
-    total = sum(weights[k] * parts[k] for k in weights)
-    return Grade(total=round(min(1.0, max(0.0, total)), 4), components=parts, decision=decision)
+    total = weighted_total(parts, weights, normalize=False)
+    return Grade(total=clamp(total), components=parts, decision=decision)
 
 
 def ring_entities(engine: Engine) -> set[str]:

@@ -16,11 +16,8 @@ from collections import defaultdict
 from typing import Any
 
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation
+from env.common.policies import call
 from env.fraud.opponents import ScriptedRing
-
-
-def _call(tool: str, **arguments: Any) -> ToolCallAction:
-    return ToolCallAction(tool=tool, arguments=arguments)
 
 
 class _RolePolicy:
@@ -43,10 +40,10 @@ class _RolePolicy:
         return self.defend(observation)
 
     def defend(self, observation: ToolObservation) -> ToolCallAction:
-        return _call("do_nothing")
+        return call("do_nothing")
 
     def launder(self, observation: ToolObservation) -> ToolCallAction:
-        return _call("do_nothing")
+        return call("do_nothing")
 
 
 class DoNothing(_RolePolicy):
@@ -99,29 +96,29 @@ class HeuristicPolicy(_RolePolicy):
         open_accounts = [a for a in self.avg if a not in self.frozen]
         ranked = sorted(open_accounts, key=lambda a: (-self.score[a], a))
         if observation.steps_left <= 1:
-            return _call("close_case", verdict="fraud" if self.failed else "clean")
+            return call("close_case", verdict="fraud" if self.failed else "clean")
         confirmed = [a for a in ranked if a in self.failed]
         if confirmed:
-            return _call("freeze", account_id=confirmed[0])
+            return call("freeze", account_id=confirmed[0])
         for acc in sorted(self.failed & self.frozen - self.traced):
             self.traced.add(acc)
-            return _call("investigate_neighborhood", account_id=acc)
+            return call("investigate_neighborhood", account_id=acc)
         for acc in ranked[:3]:
             # a ring account passes a challenge now and then: ask again if evidence keeps coming
             bar = 1.5 if self.challenged[acc] == 0 else 3.0
             if self.score[acc] >= bar and self.challenged[acc] < 2:
                 self.challenged[acc] += 1
-                return _call("challenge", account_id=acc)
+                return call("challenge", account_id=acc)
         top = self.score[ranked[0]] if ranked else 0.0
         if observation.step >= 8 and not self.failed and top < 2.0:
-            return _call("close_case", verdict="clean")
+            return call("close_case", verdict="clean")
         if self.failed and observation.step >= 12:
-            return _call("close_case", verdict="fraud")
+            return call("close_case", verdict="fraud")
         for acc in ranked[:5]:
             if acc not in self.monitored:
                 self.monitored.add(acc)
-                return _call("monitor", account_id=acc)
-        return _call("do_nothing")
+                return call("monitor", account_id=acc)
+        return call("do_nothing")
 
     # ----- fraudster ----------------------------------------------------------------------------
 
@@ -131,7 +128,7 @@ class HeuristicPolicy(_RolePolicy):
         left = sum(r["source_funds"] for r in routes if not r["source_frozen"])
         left += sum(r["mule_staged"] for r in routes if not r["mule_frozen"])
         if observation.steps_left <= 1 or (left < 1 and view.get("in_flight", 0) < 1):
-            return _call("exit_scheme")
+            return call("exit_scheme")
         view = {**view, "cashout_cap": view["cashout_cap"] * 0.6}
         return self.ring.act(view)
 
@@ -149,15 +146,15 @@ class OraclePolicy(_RolePolicy):
     def defend(self, observation: ToolObservation) -> ToolCallAction:
         view = observation.result or {}
         if self.truth["verdict"] == "no_ring":
-            return _call("close_case", verdict="clean")
+            return call("close_case", verdict="clean")
         frozen = set(view.get("frozen", []))
         merchant = self.truth.get("colluding_merchant")
         if merchant and merchant not in view.get("blocked", []) and len(frozen) >= 1:
-            return _call("block_merchant", merchant_id=merchant)
+            return call("block_merchant", merchant_id=merchant)
         for acc in self.order:
             if acc not in frozen:
-                return _call("freeze", account_id=acc)
-        return _call("close_case", verdict="fraud")
+                return call("freeze", account_id=acc)
+        return call("close_case", verdict="fraud")
 
     def launder(self, observation: ToolObservation) -> ToolCallAction:
         view = observation.result or {}
@@ -172,14 +169,14 @@ class OraclePolicy(_RolePolicy):
 
         left = sum(r["source_funds"] + r["mule_staged"] for r in routes)
         if observation.steps_left <= 1 or (left < 1 and view.get("in_flight", 0) < 1):
-            return _call("exit_scheme")
+            return call("exit_scheme")
         for r in routes:
             if r["mule_frozen"] and view["reserve_mules"] and r["source_funds"] > 0:
-                return _call("rotate_mule", route_id=r["route"])
+                return call("rotate_mule", route_id=r["route"])
         blind = self.truth["blind_merchant"]
         for r in routes:
             if r["merchant"] != blind and r["source_funds"] > 1 and not r["source_frozen"]:
-                return _call("switch_merchant", route_id=r["route"], merchant_id=blind)
+                return call("switch_merchant", route_id=r["route"], merchant_id=blind)
         cap, tcap = view["cashout_cap"], view["transfer_cap"]
         withdraw, move = [], []
         for r in routes:
@@ -209,13 +206,13 @@ class OraclePolicy(_RolePolicy):
         for ratio_floor in (0.6, 0.25):
             if withdraw and withdraw[0][0] >= ratio_floor and withdraw[0][1] >= 1:
                 _, amount, route = withdraw[0]
-                return _call("cashout_attempt", route_id=route, amount=round(amount, 2))
+                return call("cashout_attempt", route_id=route, amount=round(amount, 2))
             if move and move[0][0] >= ratio_floor and move[0][1] >= 1:
                 _, amount, parts, route = move[0]
-                return _call("split_payment", route_id=route, amount=amount, parts=parts)
+                return call("split_payment", route_id=route, amount=amount, parts=parts)
         hot_mules = [r for r in routes if not r["mule_frozen"] and r["mule_alert"] > bar / 2]
         if hot_mules and view["reserve_mules"]:
-            return _call(
+            return call(
                 "rotate_mule", route_id=max(hot_mules, key=lambda r: r["mule_alert"])["route"]
             )
         warm = [
@@ -225,8 +222,8 @@ class OraclePolicy(_RolePolicy):
             if not r[f"{side}_frozen"]
         ]
         if warm and max(warm)[0] > 0.15 and view["fresh_devices"] > 0:
-            return _call("rotate_device", account_id=max(warm)[1])
-        return _call("delay")
+            return call("rotate_device", account_id=max(warm)[1])
+        return call("delay")
 
 
 class RandomPolicy(_RolePolicy):
@@ -272,7 +269,7 @@ class RandomPolicy(_RolePolicy):
             "refund_abuse": {"route_id": self._pick("R"), "amount": amount},
             "cashout_attempt": {"route_id": self._pick("R"), "amount": amount},
         }.get(name, {})
-        return _call(name, **args)
+        return call(name, **args)
 
 
 class FreezeEverything(_RolePolicy):
@@ -285,11 +282,11 @@ class FreezeEverything(_RolePolicy):
         frozen = set((observation.result or {}).get("frozen", []))
         todo = [a for a in self.queue if a not in frozen]
         if todo:
-            return _call("freeze", account_id=todo[0])
-        return _call("close_case", verdict="fraud")
+            return call("freeze", account_id=todo[0])
+        return call("close_case", verdict="fraud")
 
     def launder(self, observation: ToolObservation) -> ToolCallAction:
-        return _call("exit_scheme")
+        return call("exit_scheme")
 
 
 class CashoutAtOnce(_RolePolicy):
@@ -297,21 +294,21 @@ class CashoutAtOnce(_RolePolicy):
     Defender: accuse at once."""
 
     def defend(self, observation: ToolObservation) -> ToolCallAction:
-        return _call("close_case", verdict="fraud")
+        return call("close_case", verdict="fraud")
 
     def launder(self, observation: ToolObservation) -> ToolCallAction:
         view = observation.result or {}
         if observation.steps_left <= 1:
-            return _call("exit_scheme")
+            return call("exit_scheme")
         for r in view["routes"]:
             if r["mule_staged"] > 1:
-                return _call("cashout_attempt", route_id=r["route"], amount=view["cashout_cap"])
+                return call("cashout_attempt", route_id=r["route"], amount=view["cashout_cap"])
         for r in view["routes"]:
             if r["source_funds"] > 1:
-                return _call(
+                return call(
                     "split_payment", route_id=r["route"], amount=view["transfer_cap"], parts=1
                 )
-        return _call("do_nothing")
+        return call("do_nothing")
 
 
 POLICIES = {

@@ -133,8 +133,11 @@ def _features(rng: random.Random, shift: float, device: str) -> dict:
     }
 
 
-def build_world(rng: random.Random, config: FraudConfig, ring: bool) -> World:
-    """Generate a world; ``ring`` False builds a clean world with legitimate activity only."""
+def build_world(task: str, rng: random.Random, config: FraudConfig) -> World:
+    """Generate a world for ``task`` (defender or fraudster). The fraudster always runs a ring; a
+    defender faces a clean world (legitimate activity only, ``family`` None) with probability
+    ``config.clean_share``."""
+    ring = task == "fraudster" or rng.random() >= config.clean_share
     n_users = rng.randint(config.min_users, config.max_users)
     n_merchants = rng.randint(config.min_merchants, config.max_merchants)
     family = None

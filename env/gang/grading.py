@@ -15,6 +15,7 @@ clean world.
 from __future__ import annotations
 
 from env.base import Grade
+from env.common.grading import weighted_total
 from env.gang.config import GangConfig, TaskSettings
 
 
@@ -37,12 +38,14 @@ def grade_flags(
     right_call = bool(flagged & gang) if gang else not flagged
     efficiency = max(0.0, 1.0 - steps / max_steps) if right_call else 0.0
     success = float(recall >= task.recall_to_win and precision >= task.precision_to_win)
-    weights = config.weight_recall + config.weight_precision + config.weight_efficiency
-    total = (
-        config.weight_recall * recall
-        + config.weight_precision * precision
-        + config.weight_efficiency * efficiency
-    ) / weights
+    weights = {
+        "recall": config.weight_recall,
+        "precision": config.weight_precision,
+        "efficiency": config.weight_efficiency,
+    }
+    total = weighted_total(
+        {"recall": recall, "precision": precision, "efficiency": efficiency}, weights
+    )
     components = {
         "precision": round(precision, 4),
         "recall": round(recall, 4),

@@ -10,13 +10,12 @@ like a gang it submits no flags (the clean answer).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Generator
 from typing import Any
 
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation
-
-Plan = Generator[ToolCallAction, ToolObservation, None]
+from env.common.policies import Script as Plan
+from env.common.policies import ScriptedPolicy
 
 
 def _call(tool: str, account_id: str | None = None) -> ToolCallAction:
@@ -24,33 +23,20 @@ def _call(tool: str, account_id: str | None = None) -> ToolCallAction:
     return ToolCallAction(tool=tool, arguments=args)
 
 
-class _PlanPolicy:
-    """A policy written as a generator: it yields calls and receives each observation."""
+class _PlanPolicy(ScriptedPolicy):
+    """A gang policy written as a script (``plan``); it submits when the script ends."""
 
-    def __init__(self, seed: int = 0) -> None:
-        self.rng = random.Random(seed)
-        self._plan: Plan | None = None
+    def prepare(self, env: ToolEnvironment) -> None:
+        self.env = env
 
-    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
-        self._plan = self.plan(env, observation)
-        self._started = False
+    def script(self, opening: ToolObservation) -> Plan:
+        return self.plan(self.env, opening)
 
     def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
         raise NotImplementedError
-        yield  # pragma: no cover
 
-    def act(self, observation: ToolObservation) -> ToolCallAction:
-        """The next call; ``observation`` is the result of the previous one."""
-        if self._plan is None:
-            return _call("submit")
-        try:
-            if not self._started:
-                self._started = True
-                return next(self._plan)
-            return self._plan.send(observation)
-        except StopIteration:
-            self._plan = None
-            return _call("submit")
+    def fallback(self, observation: ToolObservation) -> ToolCallAction:
+        return _call("submit")
 
 
 def _visible(opening: ToolObservation) -> list[str]:

@@ -260,8 +260,9 @@ class _Gen:
                     world.follow(i, j)
 
 
-def generate(rng: random.Random, config: GangConfig, task: TaskSettings) -> World:
-    """Build one episode's world from ``rng`` alone."""
+def build_world(task_name: str, rng: random.Random, config: GangConfig) -> World:
+    """Build one episode's world for the task ``task_name`` from ``rng`` alone."""
+    task = config.tasks[task_name]
     g = _Gen(rng, config, task)
     n = task.accounts
     ids = [f"u{x:05d}" for x in rng.sample(range(10000, 100000), n)]

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from env.base import Grade
+from env.common.grading import make_grade, weighted_total
 from env.common.text import fact_coverage
 from env.support.config import SupportConfig
 from env.support.world import SupportWorld
@@ -66,13 +67,10 @@ def grade(world: SupportWorld, act: Activity, resolution: str | None, cfg: Suppo
         "resolution": cfg.resolution_weight,
         "process": cfg.process_weight,
     }
-    total = sum(weights[k] * v for k, v in components.items()) / sum(weights.values())
+    total = weighted_total(components, weights)
     if resolution is None:
         total = 0.0
-    components = {k: round(v, 4) for k, v in components.items()}
-    return Grade(
-        total=round(min(1.0, max(0.0, total)), 4), components=components, decision=resolution
-    )
+    return make_grade(total, components, resolution)
 
 
 def own_ids(world: SupportWorld) -> list[str]:

@@ -201,7 +201,7 @@ class EscalateEverything(_SupportScript):
 
 
 REFERENCES = {"reference": ReferencePolicy}
-"""Steps-mode reference policies (``pipeline.steps``); not ranked with ``POLICIES``."""
+"""Steps-mode reference policies (``pipeline.data.steps``); not ranked with ``POLICIES``."""
 
 POLICIES = {
     "heuristic": HeuristicPolicy,

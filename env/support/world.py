@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from env.common.text import Fact
 from env.support.config import SupportConfig
 
-TOPICS = ("refunds", "duplicate_charges", "shipping", "account_security", "abuse")
-QUEUES = ("billing_tier2", "security", "fraud", "shipping")
-RESOLUTIONS = ("refunded", "denied", "escalated", "resolved")
+Topic = Literal["refunds", "duplicate_charges", "shipping", "account_security", "abuse"]
+Queue = Literal["billing_tier2", "security", "fraud", "shipping"]
+Resolution = Literal["refunded", "denied", "escalated", "resolved"]
+TOPICS: tuple[str, ...] = get_args(Topic)
+QUEUES: tuple[str, ...] = get_args(Queue)
+RESOLUTIONS: tuple[str, ...] = get_args(Resolution)
 
 # claim -> (task weights); outcomes of each claim are drawn below.
 CLAIMS: dict[str, dict[str, float]] = {
