@@ -9,7 +9,7 @@
     accelerate launch --config_file configs/accelerate/single_gpu.yaml train_grpo.py \\
         --config configs/a100.yaml --push-to-hub --hub-model-id USER/NAME
 
-The YAML sections and every key are described in pipeline/config.py; ``--set section.key=value``
+The YAML sections and every key are described in pipeline/training/config.py; ``--set section.key=value``
 overrides any of them, and the flags below are shortcuts for the common ones. Every
 ``trl.GRPOConfig`` field is also accepted by its TRL flag name (``--learning_rate 5e-6
 --num_generations 4``; parsed by TRL's own ``TrlParser``, list them with ``--help-grpo``): it sets
@@ -196,7 +196,7 @@ def grpo_overrides(flags: list[str]) -> list[str]:
 
 def _user_training_keys(overrides: list[str]) -> dict[str, Any]:
     """``training.*`` keys the user set (``--set`` or TRL flags), with their last values."""
-    from pipeline.config import parse_override
+    from pipeline.training.config import parse_override
 
     keys: dict[str, Any] = {}
     for text in overrides:
@@ -234,8 +234,8 @@ def collect_overrides(args: argparse.Namespace, grpo: list[str] | None = None) -
 
 
 def base_model_name(cfg: Any) -> str:
-    """The base model's public name for the model card (its Hub id; pipeline.hub.base_model_id)."""
-    from pipeline.hub import base_model_id
+    """The base model's public name for the model card (its Hub id; pipeline.training.hub.base_model_id)."""
+    from pipeline.training.hub import base_model_id
 
     return base_model_id(cfg.model) or "tiny-llama-2-layer (in-process test model)"
 
@@ -244,7 +244,7 @@ def reload_check(cfg: Any, folder: Path) -> dict[str, Any]:
     """Load the saved adapter back onto a fresh base model with PEFT and run one forward pass."""
     import torch
 
-    from pipeline.model import load_model_and_tokenizer
+    from pipeline.training.model import load_model_and_tokenizer
 
     base, tokenizer = load_model_and_tokenizer(cfg.model, None, cfg.data.prompt_style)
     if cfg.peft.enabled:
@@ -262,7 +262,7 @@ def reload_check(cfg: Any, folder: Path) -> dict[str, Any]:
 
 def finish(cfg: Any, result: Any, dry_run: bool, console: Any) -> int:
     """Model card, optional merged save, reload check (dry run) and push (rank 0 only)."""
-    from pipeline.hub import (
+    from pipeline.training.hub import (
         HubPushError,
         base_model_id,
         push_folder,
@@ -286,7 +286,7 @@ def finish(cfg: Any, result: Any, dry_run: bool, console: Any) -> int:
     if result.curves_png:
         console.print(f"curves: {result.curves_png}  history: {result.history_csv}")
     if cfg.hub.merge_16bit and cfg.peft.enabled and not dry_run:
-        from pipeline.hub import merge_16bit
+        from pipeline.training.hub import merge_16bit
 
         merged_dir = result.output_dir / "merged"
         merge_16bit(cfg.model, result.final_dir, merged_dir, cfg.data.prompt_style)
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from rich.console import Console
 
-    from pipeline.config import ConfigError, load_config, peek_backend
+    from pipeline.training.config import ConfigError, load_config, peek_backend
 
     console = Console(stderr=True)
     if peek_backend(args.config, collect_overrides(args)) == "unsloth":
@@ -339,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FlagError, FileNotFoundError) as exc:
         console.print(f"[bold red]config error:[/] {exc}")
         return 2
-    from pipeline.remote import use_env_servers
-    from pipeline.training import train
+    from pipeline.training.remote import use_env_servers
+    from pipeline.training.trainer import train
 
     use_env_servers(cfg)  # env.urls: environments on servers; none: in-process
     result = train(
@@ -356,8 +356,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def report_before_after(cfg: Any, result: Any, episodes: int, console: Any) -> None:
     """What the run taught: held-out decision cuts before and after (steps mode)."""
-    from pipeline.model import resolve_name
-    from pipeline.steps_eval import before_after, before_after_lines
+    from pipeline.evaluation.cuts import before_after, before_after_lines
+    from pipeline.training.model import resolve_name
 
     if cfg.data.mode != "steps":
         console.print("[yellow]--eval-cuts scores steps-mode runs only; skipped[/]")

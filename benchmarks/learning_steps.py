@@ -4,8 +4,8 @@ Does GRPO teach SmolLM2-135M to read the evidence? AML easy, prompts cut just be
 reference's decision (``configs/cpu_steps.yaml``):
 
 1. evaluate the untrained model on held-out decision cuts (one greedy reply per cut, scored by the
-   training rewards: ``pipeline.steps_eval``) and in full receding-horizon episodes (each turn a
-   plan, its first call runs: ``pipeline.agents``, mode ``steps``);
+   training rewards: ``pipeline.evaluation.cuts``) and in full receding-horizon episodes (each turn a
+   plan, its first call runs: ``pipeline.evaluation.model_policy``, mode ``steps``);
 2. a decision-blind warm start: SFT on the ``blind_decision`` reference's replies, whose decision
    is a seeded coin flip independent of the evidence (it teaches what a decision looks like, not
    which one to make; its evaluation must sit near chance);
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.stats import fmt, interval_table, paired_difference
+from pipeline.evaluation.stats import fmt, interval_table, paired_difference
 
 logger = logging.getLogger("learning_cpu.steps")
 CONFIG = "configs/cpu_steps.yaml"
@@ -37,14 +37,14 @@ TIME_LIMIT_S = 3600
 
 
 def cut_rows(episodes: int) -> list[dict[str, Any]]:
-    from pipeline.steps_eval import cut_rows as build
+    from pipeline.evaluation.cuts import cut_rows as build
 
     return build("aml", ["easy"], episodes, "eval", "decision", "compact", "compact")
 
 
 def evaluate_cuts(policy: str, rows: list[dict[str, Any]], reply_tokens: int) -> dict[str, Any]:
     """One reply per held-out decision cut, scored like the rewards score it."""
-    from pipeline.steps_eval import score_policy
+    from pipeline.evaluation.cuts import score_policy
 
     settings = {"max_new_tokens": reply_tokens} if policy.startswith("checkpoint:") else {}
     return score_policy(policy, rows, **settings)
@@ -52,7 +52,7 @@ def evaluate_cuts(policy: str, rows: list[dict[str, Any]], reply_tokens: int) ->
 
 def evaluate_horizon(policy: str, episodes: int, reply_tokens: int, lockstep: int) -> dict:
     """Full AML-easy episodes on held-out seeds, receding horizon for a model."""
-    from pipeline.evaluation import evaluate
+    from pipeline.evaluation.episodes import evaluate
 
     settings = {
         "prompt_style": "compact",
@@ -82,8 +82,8 @@ def evaluate_horizon(policy: str, episodes: int, reply_tokens: int, lockstep: in
 def run_steps(base: Path, args: Any) -> dict[str, Any]:
     """Evaluate untrained, warm-start, GRPO, evaluate each stage; baselines on the same seeds."""
     from benchmarks.results import machine
-    from pipeline.config import load_config
-    from pipeline.training import build_trainer, write_history
+    from pipeline.training.config import load_config
+    from pipeline.training.trainer import build_trainer, write_history
 
     out = args.output_dir / "steps"
     out.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.results import machine, publish
-from pipeline.stats import bootstrap_interval, fmt, paired_difference
+from pipeline.evaluation.stats import bootstrap_interval, fmt, paired_difference
 
 Call = dict[str, Any]
 EXTRA: dict[str, Callable[[str], list[Call]]] = {
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import env as registry
     from env.rollout import replay
-    from pipeline.dataset import build_rows
+    from pipeline.data.dataset import build_rows
     from rewards.protocol import render_completion
     from rewards.score import mean, score_batch
 

@@ -3,7 +3,7 @@
 One call is ``<tool_call>{"name": <tool>, "arguments": {...}}</tool_call>``; a plan is such calls,
 one per line; a tool's result given back as text is ``<tool_response>\\n...\\n</tool_response>``.
 This module is the one home of that format, in the rewards layer so that everything above it
-shares it (data flows env -> rewards -> pipeline): ``pipeline.prompts`` describes it to the model,
+shares it (data flows env -> rewards -> pipeline): ``pipeline.data.prompts`` describes it to the model,
 ``rewards.parsing`` reads completions with it, ``rewards.audit`` writes plans with it, and
 ``scripts/serve_openai.py`` turns it into OpenAI ``tool_calls`` (``RESPONSE_TOOL_CALLS``).
 

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from pipeline.dataset import build_dataset
+from pipeline.data.dataset import build_dataset
 
 logger = logging.getLogger("build_dataset")
 

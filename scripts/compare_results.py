@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.stats import METRICS, compare, comparison_chart, fmt, load_result
+from pipeline.evaluation.stats import METRICS, compare, comparison_chart, fmt, load_result
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

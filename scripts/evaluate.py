@@ -28,8 +28,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.evaluation import evaluate, parse_tasks
-from pipeline.stats import fmt, intervals, result_chart, write_result_csv
+from pipeline.evaluation.episodes import evaluate, parse_tasks
+from pipeline.evaluation.stats import fmt, intervals, result_chart, write_result_csv
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -136,7 +136,7 @@ def _settings(args: argparse.Namespace) -> dict | None:
 
 
 def _cut_result(args: argparse.Namespace) -> dict:
-    from pipeline.steps_eval import evaluate_cuts
+    from pipeline.evaluation.cuts import evaluate_cuts
 
     model_settings = {"max_new_tokens": args.max_new_tokens} if args.max_new_tokens else {}
     return evaluate_cuts(

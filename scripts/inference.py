@@ -1,6 +1,6 @@
 """Run an LLM agent on one episode through any OpenAI-compatible endpoint.
 
-The agent is ``pipeline.agents``' interactive ``ModelPolicy`` with an ``OpenAIBackend``: the
+The agent is ``pipeline.evaluation.model_policy``' interactive ``ModelPolicy`` with an ``OpenAIBackend``: the
 same prompt, tool schemas, call parsing and result messages that ``scripts/evaluate.py
 --policy openai:MODEL`` uses, so a score printed here is the score an evaluation gives. This
 script only owns the environment (in-process, or a running ``env.server`` over WebSocket) and the
@@ -145,7 +145,8 @@ def run_episode(settings: Settings, out: TextIO = sys.stdout) -> dict[str, Any]:
     from types import SimpleNamespace
 
     from env.registry import env_class
-    from pipeline.agents import GenerationSettings, ModelPolicy, OpenAIBackend
+    from pipeline.evaluation.backends import GenerationSettings, OpenAIBackend
+    from pipeline.evaluation.model_policy import ModelPolicy
 
     name = _env_name(settings)
     task = settings.task or env_class(name).tasks[0]

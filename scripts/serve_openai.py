@@ -5,7 +5,7 @@ PEFT adapter folder (it reads ``config.json`` first). This wrapper prepares a fo
 and then replaces itself with ``transformers serve FOLDER``:
 
 - a LoRA adapter folder (``adapter_config.json``) is merged into its base on this machine
-  (``pipeline.hub.merge_adapter``: the base named in the adapter config, the SmolLM2 Hub id mapped
+  (``pipeline.training.hub.merge_adapter``: the base named in the adapter config, the SmolLM2 Hub id mapped
   to the local conversion) and saved to ``--out`` (default: ``ADAPTER-merged``);
 - a model folder (or ``smollm2``) is linked file by file into ``--out``, weights untouched;
 - in both, the tokenizer gets the tool-calling chat template training used (TRL's qwen2_5, when
@@ -62,7 +62,7 @@ TOKENIZER_FILES = (
 
 def serving_tokenizer(tokenizer: Any, prompt_style: str = "full") -> Any:
     """The tokenizer as served: a tool-calling chat template and the tool-call response parser."""
-    from pipeline import chat_templates
+    from pipeline.training import chat_templates
 
     if chat_templates.ours(tokenizer.chat_template):
         chat_templates.apply_tool_chat_template(tokenizer, prompt_style)
@@ -76,7 +76,7 @@ def prepare(
     """Write the folder ``transformers serve`` loads; returns it (see the module docstring)."""
     from transformers import AutoTokenizer
 
-    from pipeline.model import resolve_name
+    from pipeline.training.model import resolve_name
 
     source = Path(resolve_name(model))
     if not source.is_dir():
@@ -91,7 +91,7 @@ def prepare(
         shutil.rmtree(out)
     out.mkdir(parents=True)
     if adapter:
-        from pipeline.hub import merge_adapter
+        from pipeline.training.hub import merge_adapter
 
         tokenizer = merge_adapter(source, out, dtype)
     else:

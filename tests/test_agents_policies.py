@@ -17,9 +17,10 @@ from transformers.utils import get_json_schema
 
 import env
 from env.rollout import play
-from pipeline.agents import NO_CALL, GenerationSettings, ModelPolicy, make_model_policy
-from pipeline.interactive import environment_factory, tool_methods
-from pipeline.prompts import render_observation, system_prompt
+from pipeline.data.prompts import render_observation, system_prompt
+from pipeline.evaluation.backends import GenerationSettings
+from pipeline.evaluation.model_policy import NO_CALL, ModelPolicy, make_model_policy
+from pipeline.training.interactive import environment_factory, tool_methods
 
 from conftest import tiny_model
 
@@ -260,7 +261,7 @@ def test_openai_policy_needs_a_key(monkeypatch):
 
 
 def test_checkpoint_replies_reuse_the_cache_of_the_conversation_so_far(checkpoints):
-    from pipeline.agents import CheckpointBackend, GenerationSettings
+    from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
 
     settings = GenerationSettings(max_new_tokens=6, plan_max_new_tokens=6)
     warm, fresh = (CheckpointBackend(checkpoints / "full", settings) for _ in range(2))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from env.aml.policies import DEGENERATE, POLICIES
-from pipeline.evaluation import evaluate
+from pipeline.evaluation.episodes import evaluate
 
 N = 300
 

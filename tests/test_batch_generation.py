@@ -1,11 +1,11 @@
-"""pipeline.batch_generation: the prefix-cached batch decodes exactly what one-by-one greedy does."""
+"""pipeline.decoding.batch_generation: the prefix-cached batch decodes exactly what one-by-one greedy does."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from pipeline.batch_generation import GQA_ATTENTION, generate, sampling_choice
+from pipeline.decoding.batch_generation import GQA_ATTENTION, generate, sampling_choice
 
 from conftest import tiny_model
 
@@ -125,7 +125,7 @@ def test_finished_rows_leave_the_batch_and_the_rest_decode_unchanged() -> None:
 def test_long_suffixes_prefilled_in_chunks_decode_like_one_by_one(monkeypatch) -> None:
     """Interactive turns carry the whole conversation after the shared prefix: it is encoded a
     chunk at a time (bounded attention memory), with the same replies as one pass."""
-    import pipeline.batch_generation as batch_generation
+    import pipeline.decoding.batch_generation as batch_generation
 
     model, _ = _tiny()
     rng = torch.Generator().manual_seed(3)
@@ -153,8 +153,8 @@ def test_a_turn_resumed_from_kept_keys_and_values_decodes_the_same_and_encodes_o
 ) -> None:
     """Interactive turns: the second turn's prompt is the first turn's prompt, its reply and a
     new message; kept keys and values give the same replies as encoding it all again."""
-    import pipeline.batch_generation as batch_generation
-    from pipeline.batch_generation import encode_prefix
+    import pipeline.decoding.batch_generation as batch_generation
+    from pipeline.decoding.batch_generation import encode_prefix
 
     monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
     model, _ = _tiny()
@@ -186,7 +186,7 @@ def test_a_turn_resumed_from_kept_keys_and_values_decodes_the_same_and_encodes_o
 
 
 def test_resume_needs_a_fixed_prefix_that_every_prompt_starts_with() -> None:
-    from pipeline.batch_generation import encode_prefix
+    from pipeline.decoding.batch_generation import encode_prefix
 
     model, _ = _tiny()
     prefix = encode_prefix(model, [11, 12, 13])
@@ -199,8 +199,8 @@ def test_resume_needs_a_fixed_prefix_that_every_prompt_starts_with() -> None:
 def test_ragged_new_parts_are_encoded_row_by_row_and_decode_like_one_by_one(monkeypatch) -> None:
     """One row's long tool result must not make every row encode its length: rows whose new
     tokens fill under half the padded batch are encoded alone, with the same replies."""
-    import pipeline.batch_generation as batch_generation
-    from pipeline.batch_generation import encode_prefix
+    import pipeline.decoding.batch_generation as batch_generation
+    from pipeline.decoding.batch_generation import encode_prefix
 
     monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
     model, _ = _tiny()
@@ -220,8 +220,8 @@ def test_ragged_new_parts_are_encoded_row_by_row_and_decode_like_one_by_one(monk
 def test_a_resumed_turn_with_one_long_result_encodes_each_rows_new_part_alone(monkeypatch) -> None:
     """Kept keys and values, one row without any (its cache was dropped): each row encodes only
     what it adds, and the replies are those of decoding every prompt alone."""
-    import pipeline.batch_generation as batch_generation
-    from pipeline.batch_generation import encode_prefix
+    import pipeline.decoding.batch_generation as batch_generation
+    from pipeline.decoding.batch_generation import encode_prefix
 
     monkeypatch.setattr(batch_generation, "PREFILL_CHUNK", 4)
     model, _ = _tiny()

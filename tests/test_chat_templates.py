@@ -7,10 +7,10 @@ import re
 import pytest
 
 import env
-from pipeline.chat_templates import apply_tool_chat_template, compact_template, ours
-from pipeline.dataset import build_dataset
-from pipeline.interactive import tool_schemas
-from pipeline.warmup import heuristic_conversations
+from pipeline.data.dataset import build_dataset
+from pipeline.training.chat_templates import apply_tool_chat_template, compact_template, ours
+from pipeline.training.interactive import tool_schemas
+from pipeline.training.warmup import heuristic_conversations
 
 from conftest import smollm2_tokenizer
 
@@ -94,8 +94,8 @@ def test_only_our_templates_are_replaced_and_styles_are_checked(tokenizers) -> N
 
 
 def test_checkpoint_backend_renders_the_settings_style(tmp_path, tokenizers) -> None:
-    from pipeline.agents import CheckpointBackend, GenerationSettings
-    from pipeline.model import build_tiny_model
+    from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
+    from pipeline.training.model import build_tiny_model
 
     full, _ = tokenizers
     build_tiny_model(full).save_pretrained(tmp_path)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, build_config, load_config
+from pipeline.training.config import ConfigError, build_config, load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -84,7 +84,7 @@ def test_defaults_alone_make_a_valid_config() -> None:
 
 
 def test_cpu_runs_leave_bf16_autocast_and_checkpointing_off_unless_asked() -> None:
-    from pipeline.training import build_grpo_config
+    from pipeline.training.trainer import build_grpo_config
 
     args = build_grpo_config(load_config(CONFIGS / "cpu.yaml", []), [1.0] * 5)
     assert (args.bf16, args.gradient_checkpointing, args.use_cpu) == (False, False, True)

@@ -1,5 +1,5 @@
 """``model.context_grad: false``: the GRPO loss reads each group's prompt from a cache encoded once
-without gradient (pipeline/context_grad.py). Its log-probabilities must be TRL's, its gradient
+without gradient (pipeline/training/context_grad.py). Its log-probabilities must be TRL's, its gradient
 close to the full one, and a real GRPOTrainer run must train with it."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.config import ConfigError, load_config
-from pipeline.context_grad import context_logits, groups_by_prompt
-from pipeline.model import load_model_and_tokenizer
-from pipeline.training import train
+from pipeline.training.config import ConfigError, load_config
+from pipeline.training.context_grad import context_logits, groups_by_prompt
+from pipeline.training.model import load_model_and_tokenizer
+from pipeline.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT, REPLY, ROWS = 300, 20, 4
@@ -100,7 +100,7 @@ def test_gradient_checkpointing_is_refused_with_a_fixed_context() -> None:
 
 @pytest.mark.slow
 def test_a_steps_run_trains_with_a_fixed_context(tmp_path: Path, monkeypatch) -> None:
-    import pipeline.context_grad as module
+    import pipeline.training.context_grad as module
 
     calls = []
     real = module.context_logits
@@ -137,7 +137,7 @@ def test_a_steps_run_trains_with_a_fixed_context(tmp_path: Path, monkeypatch) ->
 
 
 def test_sft_loss_with_a_fixed_context_equals_the_full_completion_loss(batch: dict) -> None:
-    from pipeline.context_grad import context_sft_trainer
+    from pipeline.training.context_grad import context_sft_trainer
 
     ids = batch["ids"][:2]
     labels = ids.clone()

@@ -1,18 +1,18 @@
-"""pipeline.cpu_generation: TRL's GRPOTrainer samples CPU groups through the shared-prefix decoder."""
+"""pipeline.decoding.trainer_sampling: TRL's GRPOTrainer samples CPU groups through the shared-prefix decoder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
 
-from pipeline.config import load_config
-from pipeline.cpu_generation import (
+from pipeline.decoding.trainer_sampling import (
     decision_reached,
     end_decided,
     fast_sampling_applies,
     terminal_tools,
 )
-from pipeline.training import build_trainer
+from pipeline.training.config import load_config
+from pipeline.training.trainer import build_trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +69,7 @@ def test_cpu_trainer_samples_a_group_once_per_prompt_and_ends_with_end_of_turn(t
 def _smollm2_tokenizer():
     from transformers import AutoTokenizer
 
-    from pipeline.model import resolve_name
+    from pipeline.training.model import resolve_name
 
     return AutoTokenizer.from_pretrained(resolve_name("smollm2"))
 

@@ -8,9 +8,10 @@ import pytest
 
 from env.registry import env_class
 from env.seeds import split_of
-from pipeline.dataset import build_dataset, render_completion
-from pipeline.prompts import system_prompt
+from pipeline.data.dataset import build_dataset
+from pipeline.data.prompts import system_prompt
 from rewards.parsing import parse_tool_calls
+from rewards.protocol import render_completion
 
 ENV = "support"
 

@@ -1,4 +1,4 @@
-"""scripts/evaluate.py and pipeline.evaluation: tables, JSON, seeds, any environment."""
+"""scripts/evaluate.py and pipeline.evaluation.episodes: tables, JSON, seeds, any environment."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from env.seeds import split_seeds
-from pipeline.evaluation import evaluate, parse_tasks, resolve_policy
+from pipeline.evaluation.episodes import evaluate, parse_tasks, resolve_policy
 from scripts.evaluate import main
 
 
@@ -67,7 +67,7 @@ def test_policy_specs_resolve_to_registry_or_model_policies(monkeypatch):
         resolve_policy("psychic", "aml", 0)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     model = resolve_policy("openai:some-model", "aml", 0, mode="plan")
-    assert type(model).__module__ == "pipeline.agents"
+    assert type(model).__module__ == "pipeline.evaluation.model_policy"
 
 
 def test_other_environments_work_through_tasks():

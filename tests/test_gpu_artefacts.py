@@ -130,8 +130,8 @@ def _saved_tiny_adapter(folder: Path):
     """A tiny model with a non-zero LoRA adapter (as after training), saved to ``folder``."""
     import torch
 
-    from pipeline.config import ModelSection, PeftSection
-    from pipeline.model import load_model_and_tokenizer
+    from pipeline.training.config import ModelSection, PeftSection
+    from pipeline.training.model import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(ModelSection(backend="tiny"), PeftSection(r=4))
     with torch.no_grad():
@@ -158,8 +158,8 @@ def _saved_tiny_adapter(folder: Path):
 def test_merge_reloads_a_4bit_run_base_in_16bit_unquantized(
     backend: str, name: str, base: str
 ) -> None:
-    from pipeline.config import ModelSection
-    from pipeline.hub import merge_base_section
+    from pipeline.training.config import ModelSection
+    from pipeline.training.hub import merge_base_section
 
     section = merge_base_section(
         ModelSection(backend=backend, name_or_path=name, dtype="bfloat16", load_in_4bit=True),
@@ -174,8 +174,8 @@ def test_merge_16bit_with_the_tiny_backend_saves_merged_16bit_weights(tmp_path: 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from pipeline.config import ModelSection
-    from pipeline.hub import merge_16bit
+    from pipeline.training.config import ModelSection
+    from pipeline.training.hub import merge_16bit
 
     trained = _saved_tiny_adapter(tmp_path / "final")
     merge_16bit(
@@ -208,9 +208,9 @@ def test_cpu_run_names_the_hub_id_of_its_base_and_still_loads_offline(
     from transformers import AutoTokenizer
 
     import train_grpo
-    from pipeline.agents import CheckpointBackend, GenerationSettings
-    from pipeline.hub import SMOLLM2_HUB_ID
-    from pipeline.model import build_tiny_model, resolve_name
+    from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
+    from pipeline.training.hub import SMOLLM2_HUB_ID
+    from pipeline.training.model import build_tiny_model, resolve_name
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_name("smollm2"))
     cache = tmp_path / "cache"

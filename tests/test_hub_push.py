@@ -15,9 +15,15 @@ import pytest
 import torch
 from peft import PeftModel
 
-from pipeline.config import ModelSection, PeftSection, build_config
-from pipeline.hub import HubPushError, model_card, push_folder, upload_plan, write_model_card
-from pipeline.model import load_model_and_tokenizer
+from pipeline.training.config import ModelSection, PeftSection, build_config
+from pipeline.training.hub import (
+    HubPushError,
+    model_card,
+    push_folder,
+    upload_plan,
+    write_model_card,
+)
+from pipeline.training.model import load_model_and_tokenizer
 
 
 class RecordingHub:
@@ -82,7 +88,7 @@ def test_missing_token_keeps_the_local_save_and_says_how_to_retry(
     monkeypatch.delenv("HF_TOKEN", raising=False)
     folder = tmp_path / "final"
     _saved_adapter(folder)
-    with pytest.raises(HubPushError, match="HF_TOKEN is not set.*python -m pipeline.hub"):
+    with pytest.raises(HubPushError, match="HF_TOKEN is not set.*python -m pipeline.training.hub"):
         push_folder(folder, "someone/agent")
     assert (folder / "adapter_model.safetensors").exists()
 

@@ -22,9 +22,8 @@ from fastapi import FastAPI
 from test_server_app import VaultEnv
 
 from env.base import ToolCallAction
-from env.server import ServerThread
 
-from conftest import serve
+from conftest import ServerThread, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 START = re.compile(r"^\[START\] task=(\S+) env=(\S+) model=(\S+)$")

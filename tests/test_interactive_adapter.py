@@ -13,14 +13,14 @@ from transformers.utils import get_json_schema
 import env
 from env.base import EnvConfig, Grade, ToolEnvironment, ToolError, tool
 from env.rollout import play
-from pipeline.interactive import (
+from pipeline.data.prompts import render_observation
+from pipeline.training.interactive import (
     EnvironmentAdapter,
     adapter_class,
     add_environment_column,
     environment_factory,
     tool_methods,
 )
-from pipeline.prompts import render_observation
 
 
 class LedgerEnv(ToolEnvironment):

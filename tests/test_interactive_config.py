@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import load_config
-from pipeline.training import build_grpo_config
+from pipeline.training.config import load_config
+from pipeline.training.trainer import build_grpo_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Interactive GRPO end to end: TRL's GRPOTrainer plays support episodes through the adapter.
 
 The model is the tiny 2-layer model with the SmolLM2 tokenizer and TRL's qwen2_5 template (and its
-compact-tool variant, which TRL does not know by name: pipeline/chat_templates.py); only its
+compact-tool variant, which TRL does not know by name: pipeline/training/chat_templates.py); only its
 ``generate`` is scripted (it writes fixed tool calls chosen from the prompt), everything else is
 TRL's real loop: tool-call parsing, tool execution, result tokens appended, rewards, loss masks.
 Episode A follows the oracle's calls to a decision; episode B investigates and then stops without
@@ -18,9 +18,9 @@ import torch
 
 import env
 from env.rollout import play
-from pipeline.dataset import build_dataset
-from pipeline.interactive import environment_factory, tool_schemas
-from pipeline.prompts import render_observation
+from pipeline.data.dataset import build_dataset
+from pipeline.data.prompts import render_observation
+from pipeline.training.interactive import environment_factory, tool_schemas
 from rewards import build_reward_functions
 
 from conftest import tiny_model

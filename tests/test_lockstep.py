@@ -1,4 +1,4 @@
-"""pipeline.lockstep: many checkpoint episodes played at once give the sequential episodes."""
+"""pipeline.decoding.lockstep: many checkpoint episodes played at once give the sequential episodes."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import pytest
 
 import env
 from env.rollout import play
-from pipeline.agents import CheckpointBackend, GenerationSettings, ModelPolicy
-from pipeline.evaluation import evaluate
-from pipeline.lockstep import play_lockstep
+from pipeline.decoding.lockstep import play_lockstep
+from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
+from pipeline.evaluation.episodes import evaluate
+from pipeline.evaluation.model_policy import ModelPolicy
 
 from conftest import tiny_model
 
@@ -47,7 +48,7 @@ def test_lockstep_episodes_equal_sequential_ones(checkpoint, mode) -> None:
 
 def test_kept_caches_encode_less_and_change_no_episode(checkpoint, monkeypatch) -> None:
     """Each episode's keys and values are kept across turns: a turn encodes only what it adds."""
-    import pipeline.lockstep as lockstep
+    import pipeline.decoding.lockstep as lockstep
 
     settings = GenerationSettings(**SETTINGS)
     backend = CheckpointBackend(checkpoint, settings)

@@ -6,8 +6,8 @@ import torch
 from transformers import AutoTokenizer
 from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
-from pipeline.config import ModelSection, PeftSection
-from pipeline.model import (
+from pipeline.training.config import ModelSection, PeftSection
+from pipeline.training.model import (
     apply_tool_chat_template,
     build_tiny_model,
     load_model_and_tokenizer,

@@ -6,7 +6,7 @@ import re
 
 from benchmarks.plan_ceiling import blind_plan, main
 from env.seeds import split_of
-from pipeline.dataset import build_rows
+from pipeline.data.dataset import build_rows
 
 
 def test_blind_plans_use_only_prompt_ids_and_a_rule_effect_pays(capsys) -> None:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pandas as pd
 import pytest
 
 from env.server import free_port
+
+from conftest import wait_for_health
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "support"
@@ -68,17 +68,10 @@ def _environ() -> dict[str, str]:
 def _server(port: int, limit: int, counter: Path) -> subprocess.Popen:
     command = [sys.executable, "-c", SERVER, ENV, str(port), str(limit), str(counter)]
     proc = subprocess.Popen(command, cwd=ROOT, env=_environ())
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        assert proc.poll() is None, f"server on {port} exited with {proc.returncode}"
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"server on {port} did not start")
+    try:
+        return wait_for_health(proc, port)
+    except RuntimeError as exc:
+        raise AssertionError(str(exc)) from exc
 
 
 def _dry_run(mode: str, out: Path, *extra: str) -> subprocess.CompletedProcess:

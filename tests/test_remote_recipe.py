@@ -21,8 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from env.server import ServerThread, create_env_app, free_port
-from pipeline.config import build_config, load_config, read_yaml
+from env.server import create_env_app, free_port
+from pipeline.training.config import build_config, load_config, read_yaml
+
+from conftest import ServerThread
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING = (ROOT / "TRAINING.md").read_text(encoding="utf-8")

@@ -11,21 +11,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from env.registry import make, policies
 from env.remote import RemoteError, ReplayClient, Servers
 from env.rollout import play
 from env.server import free_port
-from pipeline.interactive import environment_factory
-from pipeline.prompts import render_observation
+from pipeline.data.prompts import render_observation
+from pipeline.training.interactive import environment_factory
 from rewards.protocol import render_completion
 from rewards.replay import ReplayCache, outcome_from_env
 from rewards.score import score_batch
+
+from conftest import wait_for_health
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "aml"
@@ -36,18 +36,7 @@ def spawn(env: str, port: int) -> subprocess.Popen:
     command = [sys.executable, "-m", "env.server", "--env", env, "--port", str(port)]
     command += ["--log-level", "warning"]
     proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"server on {port} exited with {proc.returncode}")
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"server on {port} did not start")
+    return wait_for_health(proc, port)
 
 
 def stop(proc: subprocess.Popen) -> None:

@@ -13,9 +13,9 @@ from scripts import score_completions
 
 
 def _evaluated_grades(env_name: str, task: str, n: int) -> list[float]:
-    """Grades as evaluation computes them: pipeline.evaluation when present, else play()."""
+    """Grades as evaluation computes them: pipeline.evaluation.episodes when present, else play()."""
     try:
-        from pipeline.evaluation import evaluate
+        from pipeline.evaluation.episodes import evaluate
     except ImportError:
         env, heuristic = make(env_name), policies(env_name)["heuristic"]
         return [

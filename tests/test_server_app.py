@@ -25,7 +25,7 @@ from env.registry import names
 from env.rollout import replay
 from env.server import RESET_TOOL
 
-from conftest import serve
+from conftest import serve, wait_for_health
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -231,24 +231,11 @@ def test_cli_serves_an_environment_by_import_string():
         env={"PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "PATH": "/usr/bin:/bin"},
     )
     try:
-        assert _wait_healthy(f"http://127.0.0.1:{port}")
+        wait_for_health(proc, port)
         assert httpx.get(f"http://127.0.0.1:{port}/metadata").json()["name"] == "vault"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def _wait_healthy(url: str, timeout_s: float = 60) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    return False
 
 
 def test_openenv_mcp_tool_client_investigates_a_case(server):

@@ -11,9 +11,9 @@ from test_server_app import VaultEnv
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from env.server import ServerThread, create_env_app
+from env.server import create_env_app
 
-from conftest import serve
+from conftest import ServerThread, serve
 
 CAP = 3
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used:DeprecationWarning")

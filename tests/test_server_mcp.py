@@ -1,6 +1,6 @@
 """Real MCP (streamable HTTP) on the environment server, played by standard MCP clients.
 
-The server runs for real (uvicorn on a loopback port, ``env.server.ServerThread``). ``fastmcp``'s
+The server runs for real (uvicorn on a loopback port, ``conftest.ServerThread``). ``fastmcp``'s
 ``Client`` and the official ``mcp`` SDK client each initialize, list the tools, reset an AML case
 and play the registered heuristic policy's calls to the end; the grade and every step reward must
 equal an in-process game of the same task and seed. Sessions hold independent episodes, bad
@@ -25,9 +25,9 @@ from openenv.core import GenericEnvClient
 from env.base import ToolObservation
 from env.registry import env_class, policies
 from env.rollout import play
-from env.server import RESET_TOOL, STATE_TOOL, ServerThread, create_env_app
+from env.server import RESET_TOOL, STATE_TOOL, create_env_app
 
-from conftest import serve
+from conftest import ServerThread, serve
 
 TASK, SEED = "medium", 7
 MAX_CALLS = 200  # a bound on every loop: the env's own step limit ends episodes far sooner

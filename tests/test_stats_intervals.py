@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.evaluation import evaluate
-from pipeline.stats import (
+from pipeline.evaluation.episodes import evaluate
+from pipeline.evaluation.stats import (
     bootstrap_interval,
     compare,
     comparison_chart,

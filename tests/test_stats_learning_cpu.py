@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.learning_cpu import QUICK, chart, mode_markdown, parse_args
-from pipeline.evaluation import evaluate
+from pipeline.evaluation.episodes import evaluate
 
 
 def _with_errors(result: dict) -> dict:

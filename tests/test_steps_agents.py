@@ -1,4 +1,4 @@
-"""Receding-horizon play of steps-trained models (``pipeline.agents``, mode ``steps``).
+"""Receding-horizon play of steps-trained models (``pipeline.evaluation.model_policy``, mode ``steps``).
 
 The conversation a model sees at test time must be the steps prompt it was trained on: at each
 turn, the policy's messages equal the training row cut at that point. A backend that answers
@@ -16,10 +16,11 @@ import pytest
 
 import env as registry
 from env.rollout import play
-from pipeline.agents import GenerationSettings, ModelPolicy, text_protocol
-from pipeline.dataset import build_rows
-from pipeline.prompts import render_completion
-from pipeline.steps import reference
+from pipeline.data.dataset import build_rows
+from pipeline.data.steps import reference
+from pipeline.evaluation.backends import GenerationSettings
+from pipeline.evaluation.model_policy import ModelPolicy, text_protocol
+from rewards.protocol import render_completion
 
 SEED_INDEX = 0
 
@@ -77,8 +78,8 @@ def test_openai_endpoints_get_the_earlier_calls_as_text() -> None:
 def test_tiny_checkpoint_plays_steps_mode_to_the_end(tmp_path) -> None:
     from transformers import AutoTokenizer
 
-    from pipeline.agents import make_model_policy
-    from pipeline.model import apply_tool_chat_template, build_tiny_model, smollm2_path
+    from pipeline.evaluation.model_policy import make_model_policy
+    from pipeline.training.model import apply_tool_chat_template, build_tiny_model, smollm2_path
 
     tokenizer = apply_tool_chat_template(AutoTokenizer.from_pretrained(smollm2_path()))
     build_tiny_model(tokenizer, seed=5).save_pretrained(tmp_path)

@@ -26,7 +26,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import cross_val_score
 
 import env as registry
-from pipeline.dataset import build_rows
+from pipeline.data.dataset import build_rows
 
 MARGIN = 0.05
 EPISODES = 300

@@ -1,4 +1,4 @@
-"""Steps mode: prompts cut along reference trajectories (pipeline/steps.py), their rewards and
+"""Steps mode: prompts cut along reference trajectories (pipeline/data/steps.py), their rewards and
 their compact results.
 
 What must hold: a row's prompt is the interactive conversation up to the cut (same messages, same
@@ -21,12 +21,13 @@ from env.base import ToolCallAction
 from env.registry import references
 from env.rollout import play, replay
 from env.seeds import split_seeds
-from pipeline.compact import compact_text, read_compact
-from pipeline.config import ConfigError, load_config
-from pipeline.dataset import build_dataset, build_rows
-from pipeline.prompts import render_completion, render_observation
-from pipeline.steps import cut_points, episode_rng, parse_cuts, reference
-from pipeline.steps_eval import evaluate_cuts
+from pipeline.data.compact import compact_text, read_compact
+from pipeline.data.dataset import build_dataset, build_rows
+from pipeline.data.prompts import render_observation
+from pipeline.data.steps import cut_points, episode_rng, parse_cuts, reference
+from pipeline.evaluation.cuts import evaluate_cuts
+from pipeline.training.config import ConfigError, load_config
+from rewards.protocol import render_completion
 from rewards.replay import CACHE
 from rewards.score import score_batch
 

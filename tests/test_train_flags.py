@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import train_grpo
-from pipeline.config import load_config
+from pipeline.training.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [

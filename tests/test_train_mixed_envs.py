@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_config
-from pipeline.training import PROMPT_LOG, train
+from pipeline.training.config import load_config
+from pipeline.training.trainer import PROMPT_LOG, train
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = [

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from transformers import TrainerCallback
 
-from pipeline.config import load_config
-from pipeline.training import PROMPT_LOG, RUN_INFO, newest_checkpoint, train
+from pipeline.training.config import load_config
+from pipeline.training.trainer import PROMPT_LOG, RUN_INFO, newest_checkpoint, train
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_NAME = "support"  # a small registered environment keeps prompts short
@@ -116,8 +116,8 @@ def test_init_adapter_starts_the_run_from_a_saved_adapter(tmp_path: Path) -> Non
     import torch
 
     import train_grpo
-    from pipeline.model import load_model_and_tokenizer
-    from pipeline.training import build_trainer
+    from pipeline.training.model import load_model_and_tokenizer
+    from pipeline.training.trainer import build_trainer
 
     cfg = load_config(
         ROOT / "configs/cpu.yaml", [*TINY, "training.max_steps=1", f"output_dir={tmp_path / 'run'}"]

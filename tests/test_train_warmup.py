@@ -7,11 +7,11 @@ from pathlib import Path
 from env.registry import make
 from env.rollout import replay
 from env.seeds import split_of
-from pipeline.config import load_config
-from pipeline.dataset import build_dataset
-from pipeline.model import load_model_and_tokenizer
-from pipeline.training import build_grpo_config
-from pipeline.warmup import (
+from pipeline.data.dataset import build_dataset
+from pipeline.training.config import load_config
+from pipeline.training.model import load_model_and_tokenizer
+from pipeline.training.trainer import build_grpo_config
+from pipeline.training.warmup import (
     ID_PATTERN,
     blind_plan,
     heuristic_conversations,
@@ -54,7 +54,7 @@ def test_sft_warmup_runs_the_requested_steps_and_lowers_the_loss(tmp_path: Path)
 def test_interactive_warmup_is_the_heuristic_episode_as_a_tool_conversation() -> None:
     """The conversation TRL's environment_factory would hold: opening appended to the prompt,
     one call per assistant turn, each result as the tool message the adapter returns."""
-    from pipeline.interactive import environment_factory, tool_schemas
+    from pipeline.training.interactive import environment_factory, tool_schemas
 
     prompts = build_dataset(["aml"], ["easy"], n=2, split="train", mode="interactive")
     rows = heuristic_conversations(prompts)
@@ -170,7 +170,7 @@ def test_adapter_weights_load_into_a_fresh_lora_model(tmp_path: Path) -> None:
     import pytest
     import torch
 
-    from pipeline.model import load_adapter_weights
+    from pipeline.training.model import load_adapter_weights
 
     cfg = load_config(ROOT / "configs/cpu.yaml", ["model.backend=tiny", f"output_dir={tmp_path}"])
     trained, _ = load_model_and_tokenizer(cfg.model, cfg.peft)

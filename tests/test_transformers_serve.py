@@ -3,7 +3,7 @@
 Nothing is replaced: a tiny Llama-shaped base (SmolLM2's tokenizer, random weights) is saved, a
 non-zero LoRA adapter is saved on top of it, ``scripts/serve_openai.py`` merges it and execs
 ``transformers serve`` on 127.0.0.1, and ``scripts/inference.py`` plays a support episode through
-``pipeline.agents.OpenAIBackend`` until the environment's own step limit ends it. The merged
+``pipeline.evaluation.backends.OpenAIBackend`` until the environment's own step limit ends it. The merged
 folder computes the adapter's logits (not the base's), and its tokenizer turns ``<tool_call>``
 blocks into OpenAI tool calls.
 """

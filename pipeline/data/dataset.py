@@ -7,7 +7,7 @@ interactive adapter) use to rebuild exactly the same hidden world. Seeds come fr
 ``env.seeds.split_seeds``, so train and eval rows never share a world; tasks cycle evenly; several
 environments interleave row by row into one dataset.
 
-In steps mode (``pipeline.steps``) an episode gives one row per cut point of its reference
+In steps mode (``pipeline.data.steps``) an episode gives one row per cut point of its reference
 trajectory, with two more columns: ``prefix`` (the calls before the cut, as JSON) and ``cut``
 (how many there are). The prompt then holds assistant tool calls, so it is stored with the
 ``datasets.Json`` feature type: Arrow would otherwise give every call's ``arguments`` the union of
@@ -23,8 +23,16 @@ import datasets
 
 from env.registry import env_class, make
 from env.seeds import split_seeds
-from pipeline.prompts import MODES, render_completion, system_prompt, user_message
-from pipeline.steps import cut_points, episode_rng, parse_cuts, prefix_json, reference, tool_turns
+from pipeline.data.prompts import MODES, system_prompt, user_message
+from pipeline.data.steps import (
+    cut_points,
+    episode_rng,
+    parse_cuts,
+    prefix_json,
+    reference,
+    tool_turns,
+)
+from rewards.protocol import render_completion
 
 __all__ = ["build_dataset", "build_rows", "render_completion"]
 
@@ -140,10 +148,10 @@ def build_dataset(
         seed_offset: Start this far into the split's range (to extend a dataset without overlap).
         mode: "plan" (opening observation in the user message), "interactive" or "steps"
             (``n`` episodes, each cut along its reference trajectory).
-        prompt_style: "full" or "compact" tool list (``pipeline.prompts``).
-        cuts: steps mode: "decision", "all" or "random:N" (``pipeline.steps``).
+        prompt_style: "full" or "compact" tool list (``pipeline.data.prompts``).
+        cuts: steps mode: "decision", "all" or "random:N" (``pipeline.data.steps``).
         detour: steps mode: probability that a reference call is replaced by a random one.
-        result_style: "full" (JSON) or "compact" (``pipeline.compact``) tool results.
+        result_style: "full" (JSON) or "compact" (``pipeline.data.compact``) tool results.
 
     Returns:
         A ``datasets.Dataset`` with columns prompt, env, task, seed, split (steps mode adds

@@ -14,13 +14,13 @@ Three modes (shared/DESIGN.md):
   then a short header; the adapter's ``reset()`` returns ``render_observation(opening)`` and TRL
   appends it to that message.
 - ``steps``: the prompt is an interactive conversation cut at some point of a reference trajectory
-  (``pipeline.steps``): the same user message (header + opening), every earlier call as an assistant
+  (``pipeline.data.steps``): the same user message (header + opening), every earlier call as an assistant
   tool call and its result as a tool message. The system prompt lists the tools as plan mode does
   (TRL must not run the reply's calls, so no ``tools=`` reaches the chat template) and asks for the
   rest of the investigation as a plan ending in one terminal call.
 
 Tool results are rendered in one of ``RESULT_STYLES``: ``full`` (one-line JSON) or ``compact``
-(``pipeline.compact``: record lists as tables, lossless, about half the tokens).
+(``pipeline.data.compact``: record lists as tables, lossless, about half the tokens).
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ from typing import Any
 
 from env.base import ToolObservation, ToolSpec
 from env.registry import env_class
-from pipeline.compact import compact_text
-from rewards.protocol import CALL_TEMPLATE
-from rewards.protocol import render_completion as render_completion  # the plan-mode format
+from pipeline.data.compact import compact_text
+from rewards.protocol import CALL_TEMPLATE, render_completion
 
 MODES = ("plan", "interactive", "steps")
 RESULT_STYLES = ("full", "compact")
@@ -42,7 +41,7 @@ PROMPT_STYLES = ("full", "compact")
 AML); ``compact`` lists signatures only (~0.7k): on a CPU, decoding cost grows with the context
 (benchmarks/RESULTS.md, learning_cpu), so small-model CPU runs use it. Interactive prompts leave the
 tool list to the chat template: there the style picks the qwen2_5 template's variant
-(``pipeline.chat_templates``: JSON schemas or the same signature lines)."""
+(``pipeline.training.chat_templates``: JSON schemas or the same signature lines)."""
 
 _CALL = CALL_TEMPLATE.replace("{", "{{").replace("}", "}}")  # literal under .format
 _PLAN_FORMAT = (
@@ -155,7 +154,7 @@ def system_prompt(env_name: str, mode: str = "plan", style: str = "full") -> str
 def render_observation(observation: ToolObservation, style: str = "full") -> str:
     """An observation as readable text for a user or tool message (no hidden truth is added).
 
-    ``style`` is a ``RESULT_STYLES`` name: ``compact`` writes the result in ``pipeline.compact``'s
+    ``style`` is a ``RESULT_STYLES`` name: ``compact`` writes the result in ``pipeline.data.compact``'s
     lossless table form instead of one-line JSON."""
     if style not in RESULT_STYLES:
         raise ValueError(f"unknown result style {style!r}; choose from {', '.join(RESULT_STYLES)}")

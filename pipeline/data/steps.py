@@ -33,7 +33,7 @@ from typing import Any
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation
 from env.registry import policies, references
 from env.rollout import play
-from pipeline.prompts import render_observation
+from pipeline.data.prompts import render_observation
 
 CUT_KINDS = ("decision", "all", "random:N")
 DETOUR_TRIES = 12

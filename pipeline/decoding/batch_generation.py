@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from functools import cache
 from typing import Any
 
-from pipeline.row_cache import RowKV, SharedPrefix, capture, place, preload
+from pipeline.decoding.kv_rows import RowKV, SharedPrefix, capture, place, preload
 
 GQA_ATTENTION = "sdpa_gqa"
 _PREFIX: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("shared_prefix_kv", default=None)
@@ -242,7 +242,7 @@ def generate(
             decision, whose replay ignores anything after it).
         prefix: The shared prefix to decode after (``encode_prefix``; every prompt starts with
             it), instead of the prompts' longest common prefix encoded anew.
-        resume: Per prompt, the keys and values its previous turn left (``pipeline.row_cache``)
+        resume: Per prompt, the keys and values its previous turn left (``pipeline.decoding.kv_rows``)
             or None; a batch whose rows all have one encodes only what is new. Needs ``prefix``.
         states: If a list, each prompt's ``RowKV`` (prompt and reply after the prefix) is
             appended to it, in order, for the next turn's ``resume``. Needs ``prefix``.

@@ -5,11 +5,11 @@ sum of every turn of every episode (untrained SmolLM2 on AML easy: ~51 s an epis
 seeds ~85 min). Here every episode runs in its own thread with the unchanged ``ModelPolicy`` and
 ``env.rollout.play``; their ``complete`` calls meet in ``LockstepBackend``, which waits until every
 live episode asks for a reply (or has finished) and answers them all with one batched greedy
-``pipeline.batch_generation.generate``: the system prompt and tool schemas are encoded once, the
+``pipeline.decoding.batch_generation.generate``: the system prompt and tool schemas are encoded once, the
 rows are decoded together. Greedy decoding of a row does not depend on its batch, so the episodes
 are the ones sequential play gives (tests compare them).
 
-Each episode's keys and values are kept from one turn to the next (``pipeline.row_cache``), so a
+Each episode's keys and values are kept from one turn to the next (``pipeline.decoding.kv_rows``), so a
 turn encodes only the reply and tool result it adds, not the whole conversation again: by the
 tenth AML turn a conversation is ~4k tokens, of which ~400 are new.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import env as registry
 from env.rollout import Episode, play
-from pipeline.row_cache import RowKV, SharedPrefix
+from pipeline.decoding.kv_rows import RowKV, SharedPrefix
 
 ROW_CACHE_BYTES = 6 * 2**30
 """Keys and values kept for the episodes' next turns, at most (SmolLM2-135M: ~46 kB a token, so
@@ -86,7 +86,7 @@ class LockstepBackend:
         """Decode every waiting request once no live episode is still playing (lock held)."""
         if not self._waiting or len(self._waiting) < self._players:
             return
-        from pipeline.batch_generation import generate
+        from pipeline.decoding.batch_generation import generate
 
         batch, self._waiting = self._waiting, []
         tokenizer = self.backend.tokenizer
@@ -119,7 +119,7 @@ class LockstepBackend:
     def _shared_prefix(self, prompts: list[list[int]]) -> SharedPrefix | None:
         """The first batch's common prefix (the system prompt and tools), encoded once; None when
         a prompt does not start with it (then the batch is decoded without kept caches)."""
-        from pipeline.batch_generation import common_prefix, encode_prefix
+        from pipeline.decoding.batch_generation import common_prefix, encode_prefix
 
         if self._prefix is None:
             shared = common_prefix(prompts)

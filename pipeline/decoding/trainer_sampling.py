@@ -1,4 +1,4 @@
-"""GRPO's sampling on a CPU through ``pipeline.batch_generation`` instead of ``model.generate``.
+"""GRPO's sampling on a CPU through ``pipeline.decoding.batch_generation`` instead of ``model.generate``.
 
 A GRPO group is one prompt repeated G times. ``model.generate`` encodes that prompt G times, keeps
 G copies of its KV cache and copies each of them once per query head at every sampled token; on a
@@ -74,7 +74,7 @@ def fast_sampling_trainer(base: type, terminal: set[str] | None = None) -> type:
     import torch
     from trl.models import unwrap_model_for_generation
 
-    from pipeline.batch_generation import generate, sampling_choice
+    from pipeline.decoding.batch_generation import generate, sampling_choice
 
     class SharedPrefixGRPOTrainer(base):  # type: ignore[misc, valid-type]
         """GRPOTrainer whose CPU sampling encodes each group's prompt once (module docstring)."""

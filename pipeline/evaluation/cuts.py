@@ -1,13 +1,13 @@
 """Evaluation at cut points: one reply per held-out steps prompt, scored by the training rewards.
 
-The full test of a steps-trained model is a receding-horizon episode (``pipeline.agents``, mode
+The full test of a steps-trained model is a receding-horizon episode (``pipeline.evaluation.model_policy``, mode
 ``steps``), which decodes a reply per turn. At the ``decision`` cut the evidence is already in the
 prompt, so one reply per episode shows whether the model reads it: this scores that reply the way
 the rewards do (prefix + reply replayed in-process, ``rewards.score``), cheap enough for hundreds of
 seeds on a CPU. Decision accuracy counts only the policy's own decision: a reply that never reaches
 a terminal call is wrong, exactly as an undecided episode.
 
-Policies: ``checkpoint:PATH`` (batched greedy decoding, ``pipeline.batch_generation``),
+Policies: ``checkpoint:PATH`` (batched greedy decoding, ``pipeline.decoding.batch_generation``),
 ``openai:MODEL`` (one chat request per row), ``reference`` (the rest of the row's own reference
 trajectory: the honest ceiling of this prompt) and the env's registered scripted policies, whose
 reply is the plan they play from the opening (``always_file`` files whatever the evidence says).
@@ -24,9 +24,9 @@ from typing import Any
 
 import env as registry
 from env.rollout import play
-from pipeline.evaluation import _category, _decision_correct, summarize
-from pipeline.prompts import render_completion
-from pipeline.steps import reference
+from pipeline.data.steps import reference
+from pipeline.evaluation.episodes import _category, _decision_correct, summarize
+from rewards.protocol import render_completion
 from rewards.replay import CACHE, QUALITY_VALID
 from rewards.score import score_batch
 
@@ -44,7 +44,7 @@ def cut_rows(
     detour: float = 0.0,
 ) -> list[dict[str, Any]]:
     """The steps prompts of ``episodes`` seeds (per task cycle) of ``split``."""
-    from pipeline.dataset import build_rows
+    from pipeline.data.dataset import build_rows
 
     return build_rows(
         env_name, tasks, episodes, split, 0, "steps", prompt_style, cuts, detour, result_style
@@ -82,9 +82,9 @@ def batched_replies(
     anything after it). ``train_template`` renders with the training template (qwen2_5,
     ``prompt_style``'s tool list) even for a base model with a template of its own, as steps
     prompts need; plan-mode evaluation keeps a base model's own template."""
-    from pipeline.agents import CheckpointBackend, GenerationSettings
-    from pipeline.batch_generation import generate
-    from pipeline.cpu_generation import decision_reached, terminal_tools
+    from pipeline.decoding.batch_generation import generate
+    from pipeline.decoding.trainer_sampling import decision_reached, terminal_tools
+    from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
 
     settings = GenerationSettings(prompt_style=prompt_style, train_template=train_template)
     backend = CheckpointBackend(path, settings)
@@ -127,8 +127,9 @@ def checkpoint_replies(
 
 
 def openai_replies(model: str, rows: list[dict[str, Any]], max_new_tokens: int = 256) -> list[str]:
-    """Replies of an OpenAI-compatible endpoint (``pipeline.agents.OpenAIBackend``), one per row."""
-    from pipeline.agents import GenerationSettings, load_backend, text_protocol
+    """Replies of an OpenAI-compatible endpoint (``pipeline.evaluation.backends.OpenAIBackend``), one per row."""
+    from pipeline.evaluation.backends import GenerationSettings, load_backend
+    from pipeline.evaluation.model_policy import text_protocol
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, plan_max_new_tokens=max_new_tokens)
     backend = load_backend(f"openai:{model}", settings)
@@ -196,7 +197,9 @@ def score_cut_replies(rows: list[dict[str, Any]], replies: list[str]) -> list[di
                     sum(q == QUALITY_VALID for q in quality) / len(quality) if quality else 0.0
                 ),
                 "n_calls": len(outcome.parse.calls),
-                "steps": len(quality),  # the reply's calls (pipeline.stats' valid-call rate)
+                "steps": len(
+                    quality
+                ),  # the reply's calls (pipeline.evaluation.stats' valid-call rate)
                 "n_errors": sum(q != QUALITY_VALID for q in quality),
                 "total_reward": score["total"],
                 "category": _category(truth),
@@ -208,7 +211,7 @@ def score_cut_replies(rows: list[dict[str, Any]], replies: list[str]) -> list[di
 
 def score_policy(policy: str, rows: list[dict[str, Any]], **settings: Any) -> dict[str, Any]:
     """``policy``'s replies to ``rows``, scored: ``{"summary", "episodes"}``. The summary is
-    ``pipeline.evaluation.summarize``'s, plus the valid-call share, the mean weighted reward and
+    ``pipeline.evaluation.episodes.summarize``'s, plus the valid-call share, the mean weighted reward and
     the seconds it took (replies and scoring)."""
     start = time.perf_counter()
     results = score_cut_replies(rows, replies_for(policy, rows, **settings))

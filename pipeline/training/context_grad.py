@@ -34,7 +34,7 @@ def context_logits(model: Any, prompt: tuple[int, ...], completions: Any, mask: 
     its last token encoded without gradient and shared by the g rows."""
     import torch
 
-    from pipeline.batch_generation import encode_prefix
+    from pipeline.decoding.batch_generation import encode_prefix
 
     device = completions.device
     g, c = completions.shape

@@ -9,7 +9,7 @@ model reloaded in 16-bit under ``output_dir/merged``, and uploads. The token com
 ``HubPushError`` whose message names the saved folder and the command to push it later: the run is
 never lost. ``HfApi`` is the only boundary; ``push_folder(api=...)`` accepts a replacement.
 
-Push a saved run later: ``python -m pipeline.hub outputs/cpu/final USER/NAME``.
+Push a saved run later: ``python -m pipeline.training.hub outputs/cpu/final USER/NAME``.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def write_model_card(folder: Path, cfg: Any, base_model: str, extra: dict | None
 
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
-"""The Hub model the ``smollm2`` aliases stand for (pipeline/model.py loads its GGUF conversion)."""
+"""The Hub model the ``smollm2`` aliases stand for (pipeline/training/model.py loads its GGUF conversion)."""
 
 QUANTIZED_BACKENDS = ("bnb4bit", "unsloth")
 PREQUANTIZED_SUFFIXES = ("-unsloth-bnb-4bit", "-bnb-4bit")
@@ -169,7 +169,7 @@ PREQUANTIZED_SUFFIXES = ("-unsloth-bnb-4bit", "-bnb-4bit")
 def base_model_id(model_cfg: Any) -> str | None:
     """The Hub id of the model a run trained on: what a pushed adapter must name as its base.
     None for the in-process tiny test model, which exists nowhere else."""
-    from pipeline.model import SMOLLM2_ALIASES
+    from pipeline.training.model import SMOLLM2_ALIASES
 
     if model_cfg.backend == "tiny":
         return None
@@ -182,7 +182,7 @@ def local_base(name: str) -> str:
     """Where to load an adapter's recorded base from on this machine: the SmolLM2 Hub id maps to
     the local conversion the CPU path trains on (offline, the same weights); others pass through."""
     if name == SMOLLM2_HUB_ID:
-        from pipeline.model import resolve_name
+        from pipeline.training.model import resolve_name
 
         return resolve_name("smollm2")
     return name
@@ -238,7 +238,7 @@ def merge_16bit(
     import torch
     from peft import PeftModel
 
-    from pipeline.model import load_model_and_tokenizer
+    from pipeline.training.model import load_model_and_tokenizer
 
     section = merge_base_section(model_cfg, dtype)
     base, tokenizer = load_model_and_tokenizer(section, None, tool_style)
@@ -254,21 +254,11 @@ def merge_adapter(adapter_dir: Path, folder: Path, dtype: str = "float32") -> An
     """Merge a saved LoRA adapter into the base its config names (loaded in ``dtype`` on CPU;
     the SmolLM2 Hub id maps to the local conversion) and save the model to ``folder``. Returns
     the tokenizer (the adapter folder's, else the base's), unsaved: the caller finishes it."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from pipeline.training.model import load_checkpoint
 
-    adapter_dir = Path(adapter_dir)
-    config = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
-    base_name = config.get("base_model_name_or_path")
-    if not base_name:
-        raise ValueError(f"{adapter_dir}/adapter_config.json names no base model")
-    base_path = local_base(base_name)
-    base = AutoModelForCausalLM.from_pretrained(base_path, dtype=getattr(torch, dtype))
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-    merged.save_pretrained(folder, safe_serialization=True)
-    has_tokenizer = (adapter_dir / "tokenizer_config.json").is_file()
-    return AutoTokenizer.from_pretrained(adapter_dir if has_tokenizer else base_path)
+    model, tokenizer = load_checkpoint(adapter_dir, dtype)
+    model.merge_and_unload().save_pretrained(folder, safe_serialization=True)
+    return tokenizer
 
 
 def upload_plan(folder: Path) -> list[tuple[str, int]]:
@@ -292,7 +282,7 @@ def push_folder(
     Raises HubPushError (after nothing was deleted) when the token is missing or the Hub fails.
     """
     folder = Path(folder)
-    later = f"push it later with: HF_TOKEN=... python -m pipeline.hub {folder} {repo_id}"
+    later = f"push it later with: HF_TOKEN=... python -m pipeline.training.hub {folder} {repo_id}"
     token = token or os.environ.get("HF_TOKEN")
     if api is None:
         if not token:

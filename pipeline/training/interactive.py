@@ -3,7 +3,7 @@
 In plan mode the model writes its whole investigation blind and the rewards replay it. In
 interactive mode TRL's GRPOTrainer plays the episode with the model turn by turn: for each rollout it
 takes one adapter instance from its pool, calls ``reset(**row)`` (the row's env/task/seed rebuild
-the seeded episode; ``pipeline.prompts.render_observation`` of the opening is appended to the
+the seeded episode; ``pipeline.data.prompts.render_observation`` of the opening is appended to the
 user message, whose interactive header ends in a blank line), renders the adapter's
 public methods as tools in the chat template, executes every tool call the model emits against the
 environment and feeds the result back as a ``tool`` message (those tokens are masked out of the
@@ -31,7 +31,7 @@ from typing import Any, get_type_hints
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation, ToolSpec
 from env.registry import env_class
 from env.remote import RemoteEpisode, RemoteError, Servers
-from pipeline.prompts import render_observation
+from pipeline.data.prompts import render_observation
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def adapter_class(env_cls: type[ToolEnvironment], with_reward: bool = True) -> t
 
 
 SERVERS: Servers | None = None
-"""Environment servers (``env.urls``; set by ``pipeline.remote.use_env_servers``): when set, the
+"""Environment servers (``env.urls``; set by ``pipeline.training.remote.use_env_servers``): when set, the
 adapters play their episodes there instead of in-process."""
 
 

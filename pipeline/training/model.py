@@ -12,7 +12,7 @@ bitsandbytes, CUDA), ``unsloth`` (FastLanguageModel 4-bit + get_peft_model, CUDA
 only there because Unsloth raises without a GPU) and ``tiny`` (2 layers built in-process with the
 SmolLM2 tokenizer, for tests). Every tokenizer gets TRL's packaged ``qwen2_5.jinja`` chat template
 when asked, so TRL recognises tool calling (DESIGN.md, "Models and dependencies"), or its variant
-with a compact tool list (``pipeline.chat_templates``).
+with a compact tool list (``pipeline.training.chat_templates``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -30,7 +31,7 @@ from typing import Any
 
 import torch
 
-from pipeline.chat_templates import apply_tool_chat_template
+from pipeline.training.chat_templates import apply_tool_chat_template
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +159,34 @@ def resolve_name(name_or_path: str, cache_dir: str | os.PathLike | None = None) 
     return name_or_path
 
 
+def load_checkpoint(folder: str | os.PathLike, dtype: str | None = None) -> tuple[Any, Any]:
+    """A saved model folder, or a PEFT adapter folder on the base its config names, for inference
+    (evaluation backends, merging). The SmolLM2 Hub id of a pushed adapter maps to the local
+    conversion. The tokenizer is the folder's, else the base's. ``dtype`` (e.g. "float32") sets
+    the weights' type; None keeps the saved one."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pipeline.training.hub import local_base
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"checkpoint folder {folder} does not exist")
+    options = {} if dtype is None else {"dtype": _dtype(dtype)}
+    adapter = folder / "adapter_config.json"
+    if not adapter.is_file():
+        model = AutoModelForCausalLM.from_pretrained(folder, **options)
+        return model, AutoTokenizer.from_pretrained(folder)
+    from peft import PeftModel
+
+    base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    if not base:
+        raise ValueError(f"{adapter} names no base model")
+    base = local_base(base)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **options), folder)
+    has_tokenizer = (folder / "tokenizer_config.json").is_file()
+    return model, AutoTokenizer.from_pretrained(folder if has_tokenizer else base)
+
+
 def _dtype(name: str) -> Any:
     """``"auto"`` or a torch dtype name -> what transformers' ``dtype=`` accepts."""
     if name == "auto":
@@ -200,8 +229,8 @@ def load_model_and_tokenizer(
 ) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for the configured backend; LoRA is applied when
     ``peft_cfg.enabled``. ``model_cfg``/``peft_cfg`` are the config's ``model``/``peft`` sections
-    (see pipeline/config.py); ``tool_style`` is the run's ``data.prompt_style``, which picks the
-    qwen2_5 template's tool list (``pipeline.chat_templates``)."""
+    (see pipeline/training/config.py); ``tool_style`` is the run's ``data.prompt_style``, which picks the
+    qwen2_5 template's tool list (``pipeline.training.chat_templates``)."""
     backend = model_cfg.backend
     if backend not in BACKENDS:
         raise ValueError(f"model.backend {backend!r}: choose one of {', '.join(BACKENDS)}")

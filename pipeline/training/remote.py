@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from env.remote import ReplayClient, Servers
-from pipeline import interactive
+from pipeline.training import interactive
 from rewards.replay import CACHE
 
 logger = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
 """Trainer assembly: config -> datasets, model, rewards -> TRL GRPOTrainer -> train -> artefacts.
 
-One run: build the prompt datasets from seeded episodes (``pipeline.dataset``), load the model for
-the configured backend (``pipeline.model``), take the decomposed reward functions and their weights
+One run: build the prompt datasets from seeded episodes (``pipeline.data.dataset``), load the model for
+the configured backend (``pipeline.training.model``), take the decomposed reward functions and their weights
 (``rewards``), and hand them to TRL's GRPOTrainer (plan mode), or additionally the environment
-adapters (``pipeline.interactive``, interactive mode) so the model sees every tool result. TRL does
+adapters (``pipeline.training.interactive``, interactive mode) so the model sees every tool result. TRL does
 the learning; this module adds what a run needs around it: a Ctrl-C that saves a checkpoint before
 exiting, resume from the newest checkpoint with the same data order, a record of which episodes each
 step trained on, a ``run_info.json`` (world size, steps, timing), and at the end a CSV of the log
@@ -26,7 +26,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from pipeline.config import TrainConfig
+from pipeline.training.config import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def newest_checkpoint(output_dir: str | Path) -> Path | None:
 
 def build_datasets(cfg: TrainConfig) -> tuple[Any, Any | None]:
     """Train (and optional eval) prompt datasets; seeds from disjoint splits."""
-    from pipeline.dataset import build_dataset
+    from pipeline.data.dataset import build_dataset
 
     d = cfg.data
     steps = {"cuts": d.cuts, "detour": d.detour, "result_style": d.result_style}
@@ -111,7 +111,7 @@ def build_datasets(cfg: TrainConfig) -> tuple[Any, Any | None]:
         else None
     )
     if d.mode == "interactive" and len(set(d.envs)) > 1:
-        from pipeline.interactive import add_environment_column
+        from pipeline.training.interactive import add_environment_column
 
         train = add_environment_column(train)
         evaluation = add_environment_column(evaluation) if evaluation is not None else None
@@ -164,10 +164,10 @@ def build_trainer(
     """Assemble TRL's GRPOTrainer for ``cfg`` (no training yet). ``init_adapter`` (a saved LoRA
     adapter folder) starts the model from an earlier run's adapter, e.g. interactive GRPO from a
     plan-mode warm start; ``sft_steps`` > 0 then runs the heuristic SFT warm start of the run's
-    mode (pipeline/warmup.py) on the same model."""
+    mode (pipeline/training/warmup.py) on the same model."""
     from trl import GRPOTrainer
 
-    from pipeline.model import load_model_and_tokenizer
+    from pipeline.training.model import load_model_and_tokenizer
     from rewards import build_reward_functions
 
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
@@ -177,30 +177,30 @@ def build_trainer(
     args = build_grpo_config(cfg, weights)
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft, cfg.data.prompt_style)
     if init_adapter is not None:
-        from pipeline.model import load_adapter_weights
+        from pipeline.training.model import load_adapter_weights
 
         copied = load_adapter_weights(model, init_adapter)
         logger.info("started from adapter %s (%d tensors)", init_adapter, copied)
     if sft_steps > 0:
-        from pipeline.warmup import sft_warmup
+        from pipeline.training.warmup import sft_warmup
 
         sft_warmup(model, tokenizer, train, sft_steps, cfg, args)
     kwargs: dict[str, Any] = {}
     if cfg.data.mode == "interactive":
-        from pipeline.interactive import environment_factory
+        from pipeline.training.interactive import environment_factory
 
         # The decomposed rewards already score the grade; get_reward would count it twice.
         with_reward = cfg.rewards.weights.get("grade", 1.0) == 0.0
         kwargs["environment_factory"] = environment_factory(cfg.data.envs, with_reward=with_reward)
     interrupt = GracefulInterrupt()
     if cfg.model.backend in ("cpu", "tiny"):
-        from pipeline.cpu_generation import fast_sampling_trainer, terminal_tools
+        from pipeline.decoding.trainer_sampling import fast_sampling_trainer, terminal_tools
 
         plan = cfg.data.mode in ("plan", "steps")  # replies that end at their decision
         terminal = terminal_tools(cfg.data.envs) if plan else None
         GRPOTrainer = fast_sampling_trainer(GRPOTrainer, terminal)  # noqa: N806 (TRL's class)
     if not cfg.model.context_grad:
-        from pipeline.context_grad import context_grad_trainer
+        from pipeline.training.context_grad import context_grad_trainer
 
         GRPOTrainer = context_grad_trainer(GRPOTrainer)  # noqa: N806 (TRL's class)
     trainer = GRPOTrainer(

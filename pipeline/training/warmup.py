@@ -42,6 +42,13 @@ cores): a higher LoRA rate makes each of them count. Each step is one conversati
 padding two to the longer cost up to half again as much."""
 
 
+STEPS_SFT_LEARNING_RATE = 1e-3
+"""Steps examples are a 2-3k-token decision cut and a ~60-token terminal call, so a CPU affords a
+handful of steps (~45 s each for 4 examples with the fixed context): at 2e-4, 4 steps moved the
+completion loss 1.43 -> 1.35; at 1e-3, 6 steps moved it 1.47 -> 0.66 (benchmarks/RESULTS.md,
+learning_cpu notes)."""
+
+
 ID_PATTERN = re.compile(r"\b[A-Z]{1,4}-\d+\b")
 """Entity and evidence ids of every environment (C-38047, T-238880, AL-265743, INV-..., JOB-...)."""
 
@@ -107,7 +114,7 @@ def heuristic_examples(dataset: Any) -> Any:
     import datasets
 
     from env.rollout import replay
-    from pipeline.prompts import render_completion
+    from rewards.protocol import render_completion
 
     rows = []
     for row, env, episode in _heuristic_episodes(dataset):
@@ -130,9 +137,9 @@ def heuristic_conversations(dataset: Any) -> list[dict[str, Any]]:
     Plain Python, not a ``datasets.Dataset``: Arrow stores every call's ``arguments`` under one
     struct type, the union of all tools' keys, so each rendered call would carry every other tool's
     arguments as ``null`` (~130 tokens a call instead of ~30, and calls the environment rejects)."""
-    from pipeline.interactive import tool_schemas
-    from pipeline.prompts import render_observation
-    from pipeline.steps import tool_turns
+    from pipeline.data.prompts import render_observation
+    from pipeline.data.steps import tool_turns
+    from pipeline.training.interactive import tool_schemas
 
     rows, schemas = [], {}
     for row, _, episode in _heuristic_episodes(dataset):
@@ -155,8 +162,8 @@ def blind_decision_examples(dataset: Any) -> Any:
     import datasets
 
     from env.registry import make, references
-    from pipeline.prompts import render_completion
-    from pipeline.steps import reference
+    from pipeline.data.steps import reference
+    from rewards.protocol import render_completion
 
     envs: dict[str, Any] = {}
     rows = []
@@ -221,6 +228,8 @@ def sft_warmup(
         examples = blind_decision_examples(dataset)
     else:
         examples = heuristic_examples(dataset).remove_columns("grade")
+    rates = {"interactive": INTERACTIVE_SFT_LEARNING_RATE, "steps": STEPS_SFT_LEARNING_RATE}
+    learning_rate = rates.get(cfg.data.mode, SFT_LEARNING_RATE)
     t = cfg.training
     args = SFTConfig(
         output_dir=str(Path(cfg.output_dir) / "sft_warmup"),
@@ -228,7 +237,7 @@ def sft_warmup(
         per_device_train_batch_size=(
             1 if interactive else max(1, t.get("per_device_train_batch_size", 4) // 2)
         ),
-        learning_rate=INTERACTIVE_SFT_LEARNING_RATE if interactive else SFT_LEARNING_RATE,
+        learning_rate=learning_rate,
         lr_scheduler_type="constant",
         logging_steps=1,
         save_strategy="no",
@@ -247,7 +256,7 @@ def sft_warmup(
         gradient_checkpointing=grpo_args.gradient_checkpointing,
     )
     if cfg.data.mode == "steps" and not cfg.model.context_grad:
-        from pipeline.context_grad import context_sft_trainer
+        from pipeline.training.context_grad import context_sft_trainer
 
         SFTTrainer = context_sft_trainer(SFTTrainer)  # noqa: N806 (TRL's class)
     trainer = SFTTrainer(model=model, args=args, train_dataset=examples, processing_class=tokenizer)

@@ -1,0 +1,1 @@
+"""Scoring policies: whole episodes, held-out decision cuts, model-backed policies, statistics."""

@@ -1,0 +1,1 @@
+"""The training run: config, model loading, the GRPO trainer and its warm start, Hub push."""
