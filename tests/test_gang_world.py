@@ -59,6 +59,18 @@ def test_gang_size_varies_and_clean_episodes_exist():
     assert all(8 <= s <= 12 for s in sizes if s)
 
 
+def test_alert_count_is_the_same_with_and_without_a_gang():
+    """The opening's alert list must not give the verdict away by its length."""
+    env = GangEnvironment()
+    for task in ("easy", "medium", "hard"):
+        counts: dict[bool, set[int]] = {True: set(), False: set()}
+        for seed in split_seeds("train", 120):
+            opening = env.reset(seed=seed, task=task)
+            counts[bool(env.reveal()["gang"])].add(len(opening.result["alerts"]))
+        assert counts[True] and counts[False], task
+        assert counts[True] == counts[False], (task, counts)
+
+
 def test_flag_marks_exactly_one_account():
     env = GangEnvironment()
     obs = env.reset(seed=11, task="medium")

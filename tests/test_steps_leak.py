@@ -6,12 +6,14 @@ predict the hidden verdict: a classifier trained on them may do no better than t
 + 0.05 (5-fold cross-validated logistic regression on the bag of call names, argument values with
 ids masked, argument id counts and the number of calls), at every cut type.
 
-Measured on 300 train episodes a cell, as the test does: AML, support and ops pass
-after their references were made verdict-blind (AML runs every family's checks, support always
-reads the abuse section, ops' decision cut falls before its first committing action); gang's
-heuristic scores accounts adaptively and maps only the circles it believes (+0.06 at decision
-cuts) and fraud's defender investigates for as long as the ring shows (+0.10): both are marked
-``xfail(strict=True)``, so fixing them turns the test red until the mark goes.
+Measured on 300 train episodes a cell, as the test does, every environment passes: their
+references are verdict-blind. AML runs every family's checks, support always reads the abuse
+section, ops' decision cut falls before its first committing action, gang maps every alert and
+scores a fixed set of accounts with all four tools before its first flag, and fraud's defender
+runs a fixed schedule (monitor, challenge, look around) before it closes the case. The gang
+heuristic's adaptive scoring (+0.06 at decision cuts) and the fraud heuristic's "investigate
+while the ring shows" (+0.10) leaked before; so did the gang opening's alert count (fixed in
+``env/gang/world.py``).
 """
 
 from __future__ import annotations
@@ -31,10 +33,6 @@ from pipeline.data.dataset import build_rows
 MARGIN = 0.05
 EPISODES = 300
 ID = re.compile(r"\b[A-Za-z]{1,4}-?\d+\b")
-KNOWN_LEAKS = {
-    "gang": "adaptive scoring: the number of calls before the first flag tracks the verdict",
-    "fraud": "the defender investigates while the ring shows: its call count tracks the verdict",
-}
 
 
 def call_text(prefix: str) -> str:
@@ -72,17 +70,7 @@ def leak(name: str, cuts: str, episodes: int = EPISODES) -> tuple[float, float]:
     return float(accuracy), float(majority)
 
 
-CASES = [
-    pytest.param(
-        name,
-        cuts,
-        marks=[pytest.mark.xfail(strict=True, reason=KNOWN_LEAKS[name])]
-        if name in KNOWN_LEAKS and cuts == "decision"
-        else [],
-    )
-    for name in registry.names()
-    for cuts in ("decision", "random:2")
-]
+CASES = [(name, cuts) for name in registry.names() for cuts in ("decision", "random:2")]
 
 
 @pytest.mark.slow

@@ -97,11 +97,12 @@ class RandomPolicy:
             return self.rng.choice(self.tokens)
         return self.rng.choice(_WORDS)
 
+    def _arguments(self, name: str) -> dict[str, Any]:
+        """Arguments for a call of ``name``: a value per parameter of its schema."""
+        props = self.specs[name].parameters.get("properties", {})
+        return {k: self._value(v) for k, v in props.items()}
+
     def act(self, observation: ToolObservation) -> ToolCallAction:
         self._absorb(observation)
-        names = observation.tools or list(self.specs)
-        spec = self.specs[self.rng.choice(names)]
-        props = spec.parameters.get("properties", {})
-        return ToolCallAction(
-            tool=spec.name, arguments={k: self._value(v) for k, v in props.items()}
-        )
+        name = self.rng.choice(observation.tools or list(self.specs))
+        return ToolCallAction(tool=name, arguments=self._arguments(name))

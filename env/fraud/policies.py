@@ -16,6 +16,7 @@ from collections import defaultdict
 from typing import Any
 
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation
+from env.common.policies import RandomPolicy as BaseRandomPolicy
 from env.common.policies import call
 from env.fraud.opponents import ScriptedRing
 
@@ -226,11 +227,16 @@ class OraclePolicy(_RolePolicy):
         return call("delay")
 
 
-class RandomPolicy(_RolePolicy):
-    """Random calls of the role's tools with ids and amounts seen in the observations."""
+class RandomPolicy(BaseRandomPolicy):
+    """Random calls of the role's tools (the observation lists them) with ids and amounts seen in
+    the observations."""
 
-    def start(self, env: ToolEnvironment, observation: ToolObservation) -> None:
+    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
         self.ids: dict[str, set[str]] = defaultdict(set)
+        super().reset(env, observation)
+
+    def _absorb(self, observation: ToolObservation) -> None:
+        self._harvest(observation.result)
 
     def _harvest(self, value: Any) -> None:
         if isinstance(value, dict):
@@ -246,11 +252,9 @@ class RandomPolicy(_RolePolicy):
         pool = sorted(self.ids[prefix]) or [f"{prefix}1"]
         return self.rng.choice(pool)
 
-    def act(self, observation: ToolObservation) -> ToolCallAction:
-        self._harvest(observation.result)
-        name = self.rng.choice(observation.tools or ["do_nothing"])
+    def _arguments(self, name: str) -> dict[str, Any]:
         amount = round(self.rng.uniform(10, 8000), 2)
-        args = {
+        return {
             "monitor": {"account_id": self._pick("U")},
             "challenge": {"account_id": self._pick("U")},
             "freeze": {"account_id": self._pick("U")},
@@ -269,7 +273,6 @@ class RandomPolicy(_RolePolicy):
             "refund_abuse": {"route_id": self._pick("R"), "amount": amount},
             "cashout_attempt": {"route_id": self._pick("R"), "amount": amount},
         }.get(name, {})
-        return call(name, **args)
 
 
 class FreezeEverything(_RolePolicy):
@@ -310,6 +313,35 @@ class CashoutAtOnce(_RolePolicy):
                 )
         return call("do_nothing")
 
+
+class ReferencePolicy(HeuristicPolicy):
+    """The steps-mode reference. As the defender it runs a fixed schedule, whatever the accounts
+    show: monitor the four riskiest accounts, challenge the three riskiest, look at the riskiest
+    one's neighbourhood; then it closes the case, "fraud" if a challenge failed. The heuristic
+    investigates for as long as the ring shows and freezes what it confirms, so its calls alone
+    told the verdict (``tests/test_steps_leak.py``). As the fraudster it plays the heuristic."""
+
+    SCHEDULE = ("monitor",) * 4 + ("challenge",) * 3 + ("investigate_neighborhood",)
+
+    def start(self, env: ToolEnvironment, observation: ToolObservation) -> None:
+        super().start(env, observation)
+        self.turn = 0
+        self.used: set[tuple[str, str]] = set()
+
+    def defend(self, observation: ToolObservation) -> ToolCallAction:
+        self._learn(observation.result or {})
+        ranked = sorted(self.avg, key=lambda a: (-self.score[a], a))
+        if self.turn < len(self.SCHEDULE) and observation.steps_left > 1 and ranked:
+            tool = self.SCHEDULE[self.turn]
+            self.turn += 1
+            target = next((a for a in ranked if (tool, a) not in self.used), ranked[0])
+            self.used.add((tool, target))
+            return call(tool, account_id=target)
+        return call("close_case", verdict="fraud" if self.failed else "clean")
+
+
+REFERENCES = {"reference": ReferencePolicy}
+"""Steps-mode reference policies (``pipeline.data.steps``); not ranked with ``POLICIES``."""
 
 POLICIES = {
     "heuristic": HeuristicPolicy,

@@ -117,16 +117,17 @@ class HeuristicPolicy(_PlanPolicy):
         return action
 
     def _score(
-        self, account: str, stop_high: bool
+        self, account: str, stop_high: bool, exhaustive: bool = False
     ) -> Generator[ToolCallAction, ToolObservation, float]:
-        """Sum of weak log-likelihood-ratio signals from up to four tools; stops when clear."""
+        """Sum of weak log-likelihood-ratio signals from up to four tools; stops when clear
+        (``exhaustive``: all four, whatever they show)."""
         total = 0.0
         tools = ("check_ip", "inspect", "reverse_image_search", "analyze_bio")
-        for tool in tools[:3] if self.tight else tools:
+        for tool in tools[:3] if self.tight and not exhaustive else tools:
             obs = yield self._use(_call(tool, account))
             r = obs.result if isinstance(obs.result, dict) and not obs.error else {}
             total += _signal(tool, r)
-            if total <= -2.5 or (stop_high and total >= 2.8):
+            if not exhaustive and (total <= -2.5 or (stop_high and total >= 2.8)):
                 break
         return total
 
@@ -153,6 +154,56 @@ def _signal(tool: str, r: dict[str, Any]) -> float:
     if tool == "analyze_bio":
         return 0.5 if r.get("template_score", 0.0) >= 0.45 else -0.5
     return 0.0
+
+
+class ReferencePolicy(HeuristicPolicy):
+    """The steps-mode reference: a fixed shape of investigation, then the heuristic's decision.
+
+    It maps every alert's mutual follows, scores every alert with the same tools (all four; three
+    on a budget of 30 steps or fewer), whatever they show, then scores one fresh peer of the best
+    alert, so the calls before its first flag (or submit) are the same in number and kind for a
+    gang and a clean case. The heuristic stops scoring when the sign is clear and maps only the
+    circles it believes, so its calls alone told the verdict (``tests/test_steps_leak.py``).
+    Widening the circle comes after the first flag."""
+
+    def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
+        alerts = [a["account_id"] for a in opening.result["alerts"]]
+        visible = _visible(opening)
+        self.left = opening.steps_left
+        self.tight = self.left <= 30
+        mutual: dict[str, set[str]] = {}
+        for a in alerts:
+            mutual[a] = yield from self._network(a)
+        score: dict[str, float] = {}
+        for a in alerts:
+            score[a] = yield from self._score(a, stop_high=False, exhaustive=True)
+        best = max(alerts, key=score.__getitem__)  # the first of equals
+        by_links = sorted(mutual[best], key=lambda x: (-sum(x in m for m in mutual.values()), x))
+        spare = [x for x in [*by_links, *visible] if x not in score]
+        peer = spare[0] if spare else best
+        if spare:
+            score[peer] = yield from self._score(peer, stop_high=False, exhaustive=True)
+        mean = (score[best] + score[peer]) / 2
+        if score[best] < self.alert_threshold or mean < self.circle_threshold:
+            yield self._use(_call("submit"))
+            return
+        circle = {best} | mutual[best]
+        members = set(circle)
+        yield self._use(_call("flag", best))  # the decision: everything after it may adapt
+        for x in sorted(circle & set(mutual)):
+            if len(mutual[x] & members) >= 2:
+                self._join(members, mutual[x])
+        for x in sorted(circle - set(mutual)):
+            if self.left - len(members) - 2 < 1:
+                break
+            mutual[x] = yield from self._network(x)
+            if len(mutual[x] & members) >= 1:
+                self._join(members, mutual[x])
+        for x in sorted(members - {best}):
+            if self.left <= 1:
+                break
+            yield self._use(_call("flag", x))
+        yield self._use(_call("submit"))
 
 
 class RandomPolicy(_PlanPolicy):
@@ -203,6 +254,9 @@ class FlagEverythingPolicy(_PlanPolicy):
             yield _call("flag", x)
         yield _call("submit")
 
+
+REFERENCES = {"reference": ReferencePolicy}
+"""Steps-mode reference policies (``pipeline.data.steps``); not ranked with ``POLICIES``."""
 
 POLICIES = {
     "heuristic": HeuristicPolicy,

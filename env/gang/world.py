@@ -319,7 +319,9 @@ def build_world(task_name: str, rng: random.Random, config: GangConfig) -> World
     # Alerts: some gang members plus honest decoys (lookalike members first); reasons say nothing.
     decoy_pool = [i for _, m in world.lookalikes for i in m] or honest
     decoys = rng.sample(decoy_pool, min(len(decoy_pool), task.decoy_alerts))
-    decoys += rng.sample(honest, 1) if clean else []
+    if clean:  # as many alerts as a gang case shows, or their count would give the verdict away
+        others = [i for i in honest if i not in set(decoys)]
+        decoys += rng.sample(others, min(len(others), task.gang_alerts))
     alerts = (rng.sample(gang, min(len(gang), task.gang_alerts)) if gang else []) + decoys
     world.alerts = sorted(set(alerts), key=lambda i: ids[i])
     rest = [i for i in range(n) if i not in set(world.alerts)]
