@@ -525,7 +525,12 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
             from benchmarks.learning_steps import steps_markdown
 
             label = "SMOKE RUN (--quick): figures say nothing about learning." if quick else ""
-            head = ["### learning_cpu, steps mode", "", f"Written on {machine()}. {label}", ""]
+            head = [
+                "### learning_cpu, steps mode",
+                "",
+                f"Written on {machine()}. {label}".rstrip(),
+                "",
+            ]
             body = steps_markdown(run, steps_command(run.get("args", {})))
             publish("learning_cpu_steps", "\n".join(head + body), write=not args.no_results)
             continue
@@ -536,7 +541,12 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
             if quick
             else "Full run."
         )
-        head = [f"### learning_cpu, {mode} mode", "", f"Written on {machine()}. {label}", ""]
+        head = [
+            f"### learning_cpu, {mode} mode",
+            "",
+            f"Written on {machine()}. {label}".rstrip(),
+            "",
+        ]
         text = "\n".join(head + mode_markdown(mode, run))
         publish(f"learning_cpu_{mode}", text, write=not args.no_results)
     return 0
