@@ -44,8 +44,7 @@ padding two to the longer cost up to half again as much."""
 
 STEPS_SFT_LEARNING_RATE = 1e-3
 """Steps examples are a 2-3k-token decision cut and a ~60-token terminal call, so a CPU affords a
-handful of steps (~45 s each for 4 examples with the fixed context): at 2e-4, 4 steps moved the
-completion loss 1.43 -> 1.35; at 1e-3, 6 steps moved it 1.47 -> 0.66 (benchmarks/RESULTS.md,
+handful of steps: a high LoRA rate makes each of them count (the rates tried: benchmarks/RESULTS.md,
 learning_cpu notes)."""
 
 
