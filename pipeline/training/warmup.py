@@ -33,13 +33,12 @@ logger = logging.getLogger(__name__)
 
 SFT_LEARNING_RATE = 2e-4
 """LoRA SFT on a few hundred tokens of plans: the usual LoRA rate learns the format in tens of steps
-(at 1e-4, 32 steps still left a third of SmolLM2's plans without a decision)."""
+(lower rates left plans without a decision: TRAINING.md, "Format warm start")."""
 
 INTERACTIVE_SFT_LEARNING_RATE = 5e-4
-"""Interactive conversations are thousands of tokens (AML easy: ~3.3-6k), so a CPU affords a few
-tens of steps where plan mode takes 40 (one SmolLM2 conversation: ~70 s forward and backward on two
-cores): a higher LoRA rate makes each of them count. Each step is one conversation (~9 calls):
-padding two to the longer cost up to half again as much."""
+"""Interactive conversations are thousands of tokens, so a CPU affords fewer steps than plan mode
+takes: a higher LoRA rate makes each of them count. Each step is one conversation, since padding
+two to the longer one costs up to half again as much."""
 
 
 STEPS_SFT_LEARNING_RATE = 1e-3
