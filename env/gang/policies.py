@@ -14,6 +14,7 @@ from collections.abc import Generator
 from typing import Any
 
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation
+from env.common.policies import RandomPolicy as BaseRandomPolicy
 from env.common.policies import Script as Plan
 from env.common.policies import ScriptedPolicy
 
@@ -206,24 +207,30 @@ class ReferencePolicy(HeuristicPolicy):
         yield self._use(_call("submit"))
 
 
-class RandomPolicy(_PlanPolicy):
-    """Random tools on the accounts it has seen; submits at a random moment."""
+class RandomPolicy(BaseRandomPolicy):
+    """Random tools on the accounts it has seen (the opening's, then those results list); submits
+    at a random moment."""
 
-    def plan(self, env: ToolEnvironment, opening: ToolObservation) -> Plan:
-        seen = _visible(opening)
-        tools = ["inspect", "investigate_network", "reverse_image_search", "analyze_bio"]
-        tools += ["check_ip", "flag", "flag", "unflag", "get_policy"]
-        while True:
-            if self.rng.random() < 0.06:
-                yield _call("submit")
-                return
-            tool = self.rng.choice(tools)
-            obs = yield _call(tool, None if tool == "get_policy" else self.rng.choice(seen))
-            if isinstance(obs.result, dict):
-                for key in ("mutual", "following", "followers", "accounts_on_ip"):
-                    found = obs.result.get(key, [])
-                    if isinstance(found, list):
-                        seen.extend(x for x in found if x not in seen)
+    TOOLS = ("inspect", "investigate_network", "reverse_image_search", "analyze_bio", "check_ip")
+    TOOLS += ("flag", "flag", "unflag", "get_policy")
+
+    def reset(self, env: ToolEnvironment, observation: ToolObservation) -> None:
+        self.seen = _visible(observation)
+        super().reset(env, observation)
+
+    def _absorb(self, observation: ToolObservation) -> None:
+        if isinstance(observation.result, dict):
+            for key in ("mutual", "following", "followers", "accounts_on_ip"):
+                found = observation.result.get(key, [])
+                if isinstance(found, list):
+                    self.seen.extend(x for x in found if x not in self.seen)
+
+    def act(self, observation: ToolObservation) -> ToolCallAction:
+        self._absorb(observation)
+        if self.rng.random() < 0.06:
+            return _call("submit")
+        tool = self.rng.choice(self.TOOLS)
+        return _call(tool, None if tool == "get_policy" else self.rng.choice(self.seen))
 
 
 class OraclePolicy(_PlanPolicy):
