@@ -86,9 +86,15 @@ class HeuristicPolicy(_PlanPolicy):
         if not circle:
             yield self._use(_call("submit"))
             return
+        yield from self._flag_circle(circle, mutual, flagged=set())
+
+    def _flag_circle(
+        self, circle: set[str], mutual: dict[str, set[str]], flagged: set[str]
+    ) -> Plan:
+        """Widen the circle through members whose own mutual follows overlap it (capped: no
+        cascade into honest friend groups; lists read before the gang evaded are the richest),
+        flag every member not yet ``flagged`` while steps allow, and submit."""
         members = set(circle)
-        # Widen through members whose own mutual follows overlap the circle (capped: no cascade
-        # into honest friend groups). Lists read before the gang evaded are the richest.
         for x in sorted(circle & set(mutual)):
             if len(mutual[x] & members) >= 2:
                 self._join(members, mutual[x])
@@ -98,7 +104,7 @@ class HeuristicPolicy(_PlanPolicy):
             mutual[x] = yield from self._network(x)
             if len(mutual[x] & members) >= 1:
                 self._join(members, mutual[x])
-        for x in sorted(members):
+        for x in sorted(members - flagged):
             if self.left <= 1:
                 break
             yield self._use(_call("flag", x))
@@ -188,23 +194,8 @@ class ReferencePolicy(HeuristicPolicy):
         if score[best] < self.alert_threshold or mean < self.circle_threshold:
             yield self._use(_call("submit"))
             return
-        circle = {best} | mutual[best]
-        members = set(circle)
         yield self._use(_call("flag", best))  # the decision: everything after it may adapt
-        for x in sorted(circle & set(mutual)):
-            if len(mutual[x] & members) >= 2:
-                self._join(members, mutual[x])
-        for x in sorted(circle - set(mutual)):
-            if self.left - len(members) - 2 < 1:
-                break
-            mutual[x] = yield from self._network(x)
-            if len(mutual[x] & members) >= 1:
-                self._join(members, mutual[x])
-        for x in sorted(members - {best}):
-            if self.left <= 1:
-                break
-            yield self._use(_call("flag", x))
-        yield self._use(_call("submit"))
+        yield from self._flag_circle({best} | mutual[best], mutual, flagged={best})
 
 
 class RandomPolicy(BaseRandomPolicy):
