@@ -320,11 +320,13 @@ def build_world(task_name: str, rng: random.Random, config: GangConfig) -> World
     decoy_pool = [i for _, m in world.lookalikes for i in m] or honest
     decoys = rng.sample(decoy_pool, min(len(decoy_pool), task.decoy_alerts))
     if clean:  # as many alerts as a gang case shows, or their count would give the verdict away
-        others = [i for i in honest if i not in set(decoys)]
+        taken = set(decoys)
+        others = [i for i in honest if i not in taken]
         decoys += rng.sample(others, min(len(others), task.gang_alerts))
     alerts = (rng.sample(gang, min(len(gang), task.gang_alerts)) if gang else []) + decoys
     world.alerts = sorted(set(alerts), key=lambda i: ids[i])
-    rest = [i for i in range(n) if i not in set(world.alerts)]
+    alerted = set(world.alerts)
+    rest = [i for i in range(n) if i not in alerted]
     world.sample = sorted(rng.sample(rest, min(task.sample, len(rest))), key=lambda i: ids[i])
     world.index()
     return world
