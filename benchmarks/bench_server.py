@@ -9,6 +9,12 @@ in-process twin byte for byte, so one session receiving another's result (cross-
 error shows up. Per-step latency (send to receive) gives p50/p99; steps per second is the total
 over the wall time of the stepping phase.
 
+The same load also goes to a bare OpenEnv server (``benchmarks/trivial_env.py``: an echo
+environment on OpenEnv's own app), in the same run, so each environment's figures read as a
+ratio to the fastest server OpenEnv can be (target: >= 0.9x its steps/s, p99 <= 1.5x its p99).
+The servers take turns for ``--rounds`` rounds and each figure is the median over them: on a
+shared 2-core machine one sub-second load is noisy.
+
     python benchmarks/bench_server.py --env aml --sessions 64 --steps 20
 """
 
@@ -125,6 +131,27 @@ def build_script(cls: type[ToolEnvironment], session: int, steps: int) -> Script
     return script
 
 
+def echo_script(session: int, steps: int) -> Script:
+    """The bare baseline's session: the same number of steps, resets where its episodes end."""
+    from benchmarks.trivial_env import EchoAction, EchoEnvironment
+
+    env, script, seed, done = EchoEnvironment(), Script(), 1000 * session, True
+    for played in range(steps):
+        if done:
+            obs = env.reset(seed=seed)
+            script.messages.append({"type": "reset", "data": {"seed": seed}})
+            script.expected.append(canonical(obs.model_dump(mode="json")))
+            script.kinds.append("reset")
+            seed += 1
+        action = EchoAction(message=f"session {session} step {played}")
+        obs = env.step(action)
+        done = obs.done
+        script.messages.append({"type": "step", "data": action.model_dump(exclude={"metadata"})})
+        script.expected.append(canonical(obs.model_dump(mode="json")))
+        script.kinds.append("step")
+    return script
+
+
 def _remote_obs(data: dict[str, Any]) -> dict[str, Any]:
     obs = dict(data["observation"])
     obs["reward"], obs["done"] = data["reward"], data["done"]
@@ -172,8 +199,15 @@ async def load(url: str, scripts: list[Script]) -> dict[str, Any]:
     }
 
 
+BARE = "bare"
+"""The ``--env`` name of the bare OpenEnv baseline (``benchmarks/trivial_env.py``)."""
+
+
 def start_server(env_name: str, port: int, sessions: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "env.server", "--env", env_name, "--port", str(port)]
+    if env_name == BARE:
+        cmd = [sys.executable, "-m", "benchmarks.trivial_env", "--port", str(port)]
+    else:
+        cmd = [sys.executable, "-m", "env.server", "--env", env_name, "--port", str(port)]
     cmd += ["--max-concurrent-envs", str(sessions), "--log-level", "warning"]
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": pythonpath})
@@ -197,8 +231,11 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120) -> No
 
 def bench(env_name: str, sessions: int, steps: int) -> dict[str, Any]:
     """Start a server, run the load, stop it; returns the figures."""
-    cls = env_class(env_name) if ":" not in env_name else _import(env_name)
-    scripts = [build_script(cls, i, steps) for i in range(sessions)]
+    if env_name == BARE:
+        name, scripts = BARE, [echo_script(i, steps) for i in range(sessions)]
+    else:
+        cls = env_class(env_name) if ":" not in env_name else _import(env_name)
+        name, scripts = cls.name, [build_script(cls, i, steps) for i in range(sessions)]
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = start_server(env_name, port, sessions)
@@ -208,7 +245,46 @@ def bench(env_name: str, sessions: int, steps: int) -> dict[str, Any]:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
-    return {"env": cls.name, "sessions": sessions, "steps_per_session": steps, **figures}
+    return {"env": name, "sessions": sessions, "steps_per_session": steps, **figures}
+
+
+def bench_rounds(envs: list[str], sessions: int, steps: int, rounds: int) -> list[dict[str, Any]]:
+    """Each server (the bare baseline first) once per round, in turn; per server the median
+    steps/s and p99 over the rounds, the summed errors and mismatches, and the ratios to bare."""
+    order = [BARE, *(e for e in envs if e != BARE)]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
+    for _ in range(rounds):
+        for name in order:
+            runs[name].append(bench(name, sessions, steps))
+    merged = []
+    for name in order:
+        rows = runs[name]
+        merged.append(
+            {
+                **rows[0],
+                "rounds": len(rows),
+                "steps": sum(r["steps"] for r in rows),
+                "errors": sum(r["errors"] for r in rows),
+                "mismatches": sum(r["mismatches"] for r in rows),
+                **{
+                    key: statistics.median(r[key] for r in rows)
+                    for key in ("steps_per_s", "p50_ms", "p99_ms")
+                },
+                "all_steps_per_s": [round(r["steps_per_s"]) for r in rows],
+            }
+        )
+    bare = merged[0]
+    for run in merged:
+        run["speed_vs_bare"] = run["steps_per_s"] / bare["steps_per_s"]
+        run["p99_vs_bare"] = run["p99_ms"] / bare["p99_ms"]
+        run["meets_target"] = (
+            run["speed_vs_bare"] >= SPEED_TARGET and run["p99_vs_bare"] <= P99_TARGET
+        )
+    return merged
+
+
+SPEED_TARGET = 0.9
+P99_TARGET = 1.5
 
 
 def _import(target: str) -> type[ToolEnvironment]:
@@ -217,27 +293,33 @@ def _import(target: str) -> type[ToolEnvironment]:
     return resolve(target)
 
 
-def markdown(runs: list[dict[str, Any]]) -> str:
+def markdown(runs: list[dict[str, Any]], command: str) -> str:
     from benchmarks.results import machine
 
     lines = [
         "## bench_server: concurrent WebSocket sessions on loopback",
         "",
-        "`python benchmarks/bench_server.py` — one server process (`python -m env.server`), "
-        "N client sessions in one asyncio process, each playing its own seeded episodes with "
-        "schema-valid random calls; every observation compared with an in-process replay.",
+        f"`{command}` — one server process per environment (`python -m env.server`) and the bare "
+        "OpenEnv baseline (`python -m benchmarks.trivial_env`, an echo environment on OpenEnv's "
+        "own app), taking turns each round; N client sessions in one asyncio process, each "
+        "playing its own seeded episodes with schema-valid random calls; every observation "
+        "compared with an in-process replay. Figures are medians over the rounds; the ratios are "
+        f"to the bare server's medians (target >= {SPEED_TARGET}x steps/s, p99 <= {P99_TARGET}x).",
         "",
-        "| env | sessions x steps | steps | errors | cross-talk mismatches | steps/s | "
-        "p50 ms | p99 ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| env | sessions x steps x rounds | errors | cross-talk mismatches | steps/s (each round) "
+        "| p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
+        each = ", ".join(str(v) for v in r["all_steps_per_s"])
+        target = "baseline" if r["env"] == BARE else ("met" if r["meets_target"] else "NOT met")
         lines.append(
-            f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} | {r['steps']} | "
-            f"{r['errors']} | {r['mismatches']} | {r['steps_per_s']:.0f} | "
-            f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} |"
+            f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} x {r['rounds']} | "
+            f"{r['errors']} | {r['mismatches']} | {r['steps_per_s']:.0f} ({each}) | "
+            f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['speed_vs_bare']:.2f}x | "
+            f"{r['p99_vs_bare']:.2f}x | {target} |"
         )
-    lines += ["", f"Measured on {machine()} (a shared 2-core machine: figures are a floor)."]
+    lines += ["", f"Measured on {machine()}."]
     return "\n".join(lines)
 
 
@@ -246,12 +328,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", action="append", help="environment(s); default: all importable")
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3, help="turns per server (medians)")
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     envs = args.env or [n for n in names() if _imports(n)]
-    runs = [bench(name, args.sessions, args.steps) for name in envs]
-    text = markdown(runs)
+    runs = bench_rounds(envs, args.sessions, args.steps, args.rounds)
+    command = "python benchmarks/bench_server.py " + " ".join(argv or sys.argv[1:])
+    text = markdown(runs, command.strip())
     sys.stdout.write(text + "\n")
     if not args.no_write:
         from benchmarks.results import write_section

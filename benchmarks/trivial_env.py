@@ -1,0 +1,92 @@
+"""The bare OpenEnv baseline of ``bench_server``: a trivial environment on OpenEnv's own server.
+
+An echo environment (each step returns the message it was sent, no world, no tools) served by
+OpenEnv's ``create_fastapi_app`` and uvicorn with the settings ``env.server`` uses. Whatever this
+server spends per step is OpenEnv's and uvicorn's overhead, so an environment server measured in
+the same run is compared with the fastest server OpenEnv can be (issue 25: >= 0.9x its steps/s).
+
+    python -m benchmarks.trivial_env --port 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, State
+
+EPISODE_STEPS = 8
+"""Steps per echo episode, so that the load resets as an environment's does."""
+
+
+class EchoAction(Action):
+    message: str = ""
+
+
+class EchoObservation(Observation):
+    echo: str = ""
+    step: int = 0
+
+
+class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
+    """Returns each message as it came; ends an episode every ``EPISODE_STEPS`` steps."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._state = State(episode_id=None, step_count=0)
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        self._state = State(episode_id=episode_id, step_count=0)
+        return EchoObservation(echo=f"seed {seed}")
+
+    def step(self, action: EchoAction, timeout_s: float | None = None, **kwargs: Any):
+        self._state.step_count += 1
+        count = self._state.step_count
+        return EchoObservation(
+            echo=action.message, step=count, done=count >= EPISODE_STEPS, reward=0.0
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+def create_app(max_concurrent_envs: int = 64, session_timeout_s: float = 600.0) -> Any:
+    """OpenEnv's app for the echo environment, concurrency as ``env.server`` configures it."""
+    return create_fastapi_app(
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=max_concurrent_envs, session_timeout=session_timeout_s
+        ),
+        env_name="echo",
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--max-concurrent-envs", type=int, default=64)
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+    uvicorn.run(
+        create_app(args.max_concurrent_envs),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        ws_max_size=4 * 1024 * 1024,
+    )
+
+
+if __name__ == "__main__":
+    main()
