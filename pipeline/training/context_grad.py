@@ -72,7 +72,10 @@ def context_grad_trainer(base: type) -> type:
             names = ("input_ids", "attention_mask", "logits_to_keep", "compute_entropy")
             given = dict(zip(names, args, strict=False)) | kwargs
             extras = {k for k, v in given.items() if k not in names and v is not None}
-            if compute_aux_loss or self.use_liger_kernel or extras:  # images, token types: TRL
+            # trl <= 1.15 keeps Liger's fused loss behind `use_liger_kernel`; 1.16 dropped the
+            # attribute (its fused LM head only runs when asked for, so the logits path below holds).
+            liger = getattr(self, "use_liger_kernel", False)
+            if compute_aux_loss or liger or extras:  # images, token types: TRL
                 return super()._get_per_token_logps_and_entropies(
                     model, *args, batch_size=batch_size, compute_aux_loss=compute_aux_loss, **kwargs
                 )
