@@ -143,6 +143,20 @@ class ServedMixin:
             documentation_url="docs/SERVING.md",
         )
 
+    # OpenEnv runs a synchronous reset or step in a thread pool, one hop per message. Ours are
+    # pure Python taking tens of microseconds (a gang-hard world: ~20 ms), so the hop costs more
+    # than the work and, under the GIL, buys no parallelism: OpenEnv awaits these overrides on the
+    # event loop instead (benchmarks/bench_server.py measures the difference).
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> ToolObservation:
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)  # type: ignore[attr-defined]
+
+    async def step_async(
+        self, action: Any, timeout_s: float | None = None, **kwargs: Any
+    ) -> ToolObservation:
+        return self.step(action, timeout_s=timeout_s, **kwargs)
+
     def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> ToolObservation:
         """Run one call; a stateless caller passes ``task``, ``seed`` and ``history`` to replay."""
         env: ToolEnvironment = self  # type: ignore[assignment]

@@ -249,3 +249,24 @@ def test_openenv_mcp_tool_client_investigates_a_case(server):
         final = mcp.call_tool("name_code", code=code)
     assert final["done"] and final["grade"]["total"] == 1.0
     assert final["step"] == len(contents) + 1
+
+
+def test_served_environments_reset_and_step_on_the_event_loop() -> None:
+    """OpenEnv awaits an overridden reset_async/step_async instead of a thread-pool hop: the
+    served class overrides both, and they answer exactly as the synchronous calls do."""
+    from openenv.core.env_server._utils import overrides_method
+    from openenv.core.env_server.interfaces import Environment
+
+    from env.registry import env_class
+    from env.server import served_class
+
+    for name in names():
+        served = served_class(env_class(name))
+        inline, sync = served(), served()
+        assert overrides_method(inline.step_async, Environment.step_async)
+        assert overrides_method(inline.reset_async, Environment.reset_async)
+        task = served.tasks[0]
+        first = asyncio.run(inline.reset_async(seed=5, task=task))
+        assert first == sync.reset(seed=5, task=task)
+        call = ToolCallAction(tool=first.tools[0], arguments={})
+        assert asyncio.run(inline.step_async(call)) == sync.step(call)
