@@ -143,15 +143,11 @@ class ServedMixin:
             documentation_url="docs/SERVING.md",
         )
 
-    # OpenEnv runs a synchronous reset or step in a thread pool, one hop per message. Ours are
-    # pure Python taking tens of microseconds (a gang-hard world: ~20 ms), so the hop costs more
-    # than the work and, under the GIL, buys no parallelism: OpenEnv awaits these overrides on the
-    # event loop instead (benchmarks/bench_server.py measures the difference).
-    async def reset_async(
-        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
-    ) -> ToolObservation:
-        return self.reset(seed=seed, episode_id=episode_id, **kwargs)  # type: ignore[attr-defined]
-
+    # OpenEnv runs a synchronous step in a thread pool, one hop per message. A step of ours is tens
+    # of microseconds of pure Python, so the hop costs more than the work and, under the GIL, buys
+    # no parallelism: OpenEnv awaits this override on the event loop instead. Resets keep the hop:
+    # a world build can take ~20 ms (gang hard), and in a thread the GIL's switch interval lets the
+    # loop serve other sessions meanwhile (benchmarks/bench_server.py: gang p99 222 ms, 700 inline).
     async def step_async(
         self, action: Any, timeout_s: float | None = None, **kwargs: Any
     ) -> ToolObservation:
