@@ -13,6 +13,7 @@ from pipeline.training.model import load_model_and_tokenizer
 from pipeline.training.trainer import build_grpo_config
 from pipeline.training.warmup import (
     ID_PATTERN,
+    blind_decision_examples,
     blind_plan,
     heuristic_conversations,
     heuristic_examples,
@@ -191,3 +192,24 @@ def test_adapter_weights_load_into_a_fresh_lora_model(tmp_path: Path) -> None:
     wider, _ = load_model_and_tokenizer(cfg.model, dataclasses.replace(cfg.peft, r=4))
     with pytest.raises(ValueError, match="does not fit"):
         load_adapter_weights(wider, tmp_path / "adapter")
+
+
+def test_steps_warm_start_decides_by_coin_and_the_diagnostic_by_the_evidence() -> None:
+    """The admissible steps warm start (blind_decision) files or closes whatever the case is; the
+    reference's replies (only for benchmarks/steps_sft_ceiling.py) carry the right decision."""
+    rows = build_dataset("aml", ["easy"], n=24, mode="steps", prompt_style="compact")
+    env = make("aml")
+    truth = []
+    for row in rows:
+        env.reset(seed=row["seed"], task=row["task"])
+        truth.append(not env.reveal()["clean"])
+
+    def filed(policy: str) -> list[bool]:
+        examples = blind_decision_examples(rows, policy)
+        assert [e["prompt"] for e in examples] == [r["prompt"] for r in rows]
+        return ["file_sar" in e["completion"][0]["content"] for e in examples]
+
+    assert filed("reference") == truth
+    blind = filed("blind_decision")
+    agree = sum(b == t for b, t in zip(blind, truth, strict=True))
+    assert 0 < agree < len(rows) and 0 < sum(blind) < len(rows)

@@ -151,12 +151,16 @@ def heuristic_conversations(dataset: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def blind_decision_examples(dataset: Any) -> Any:
+def blind_decision_examples(dataset: Any, policy: str = "blind_decision") -> Any:
     """Steps mode: each training row's prompt with the rest of its episode as played by the env's
     ``blind_decision`` reference, whose decision is a seeded coin flip independent of the evidence
     (its other fields filled as the reference fills them for that decision). It teaches what a
     reply from a cut looks like and that it ends in a decision, not which decision the evidence
-    calls for: that is left to GRPO's reward."""
+    calls for: that is left to GRPO's reward.
+
+    ``policy="reference"`` takes the honest reference's replies instead, which do teach the
+    decision: only for the diagnostic of what supervision reaches on the same data
+    (``benchmarks/steps_sft_ceiling.py``), never as a warm start before GRPO."""
     import datasets
 
     from env.registry import make, references
@@ -167,13 +171,13 @@ def blind_decision_examples(dataset: Any) -> Any:
     rows = []
     for row in dataset:
         name = row["env"]
-        if "blind_decision" not in references(name):
+        if policy not in references(name):
             raise ValueError(
-                f"env {name!r} has no blind_decision reference (REFERENCES in its policies "
+                f"env {name!r} has no {policy} reference (REFERENCES in its policies "
                 "module): the steps warm start would have to teach its decisions"
             )
         env = envs.setdefault(name, make(name))
-        blind = reference(env, row["task"], row["seed"], policy="blind_decision")
+        blind = reference(env, row["task"], row["seed"], policy=policy)
         reply = render_completion(blind.rest(row["cut"]))
         rows.append(
             {"prompt": row["prompt"], "completion": [{"role": "assistant", "content": reply}]}
@@ -211,10 +215,16 @@ def sft_run_name(grpo_args: Any) -> str:
 
 
 def sft_warmup(
-    model: Any, tokenizer: Any, dataset: Any, steps: int, cfg: Any, grpo_args: Any
+    model: Any,
+    tokenizer: Any,
+    dataset: Any,
+    steps: int,
+    cfg: Any,
+    grpo_args: Any,
+    steps_policy: str = "blind_decision",
 ) -> dict[str, Any]:
-    """Run ``steps`` SFT steps on the heuristic's plans (plan mode) or conversations (interactive
-    mode); returns the SFT log summary.
+    """Run ``steps`` SFT steps on the heuristic's plans (plan mode), conversations (interactive
+    mode) or ``steps_policy``'s replies (steps mode); returns the SFT log summary.
 
     Precision follows the GRPO run's (``grpo_args``): accelerate allows one setting per process."""
     from trl import SFTConfig, SFTTrainer
@@ -223,7 +233,7 @@ def sft_warmup(
     if interactive:
         examples = tokenize_conversations(heuristic_conversations(dataset), tokenizer)
     elif cfg.data.mode == "steps":
-        examples = blind_decision_examples(dataset)
+        examples = blind_decision_examples(dataset, steps_policy)
     else:
         examples = heuristic_examples(dataset).remove_columns("grade")
     rates = {"interactive": INTERACTIVE_SFT_LEARNING_RATE, "steps": STEPS_SFT_LEARNING_RATE}

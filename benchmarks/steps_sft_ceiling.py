@@ -1,0 +1,139 @@
+"""Diagnostic: how far supervised learning of the decision gets SmolLM2 on the steps data.
+
+The steps learning run (``benchmarks/learning_cpu.py --modes steps``) asks GRPO to learn, from
+reward alone, which decision the evidence at a decision cut calls for. When it misses, is the
+limit the reward signal, or can this model not learn the mapping from this many prompts at all?
+This script answers the second half: it trains the same LoRA model, on the same train-seed
+decision cuts, by SFT on the honest reference's own replies (which carry the right decision, so
+this is *not* an admissible warm start: it teaches the answer) and scores it on the same held-out
+cuts as the learning run, beside ``always_file`` and the reference.
+
+If even supervision on the answers stays at the majority decision, a GRPO run of the same size
+cannot be expected to do better; if it lifts accuracy, the missing piece is the RL signal.
+
+    OMP_NUM_THREADS=2 python benchmarks/steps_sft_ceiling.py --episodes 16 --n-train 32 \\
+        --sft-steps 12 --reply-tokens 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from benchmarks.learning_steps import CONFIG, cut_rows, evaluate_cuts, stage_table
+from pipeline.evaluation.stats import fmt, paired_difference
+
+logger = logging.getLogger("steps_sft_ceiling")
+
+
+def train_on_reference(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """SFT on the reference's replies at train-seed decision cuts; the adapter saved in
+    ``folder``. Same config, rate and fixed-context loss as the learning run's blind warm start."""
+    from pipeline.training.config import load_config
+    from pipeline.training.model import load_model_and_tokenizer
+    from pipeline.training.trainer import build_datasets, build_grpo_config
+    from pipeline.training.warmup import sft_warmup
+    from rewards import build_reward_functions
+
+    overrides = [
+        f"output_dir={folder.parent / 'run'}",
+        f"data.n_train={args.n_train}",
+        f"training.max_completion_length={args.reply_tokens}",
+        "logging.report_to=none",
+    ]
+    cfg = load_config(CONFIG, overrides)
+    train, _ = build_datasets(cfg)
+    _, weights = build_reward_functions(cfg.rewards.weights or None)
+    grpo_args = build_grpo_config(cfg, weights)
+    model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft, cfg.data.prompt_style)
+    started = time.perf_counter()
+    summary = sft_warmup(
+        model, tokenizer, train, args.sft_steps, cfg, grpo_args, steps_policy="reference"
+    )
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    decisions = Counter(
+        "file_sar" if "file_sar" in reply else "close_alert" for reply in _reference_replies(train)
+    )
+    return {
+        **summary,
+        "seconds": round(time.perf_counter() - started, 1),
+        "train_rows": len(train),
+        "train_decisions": dict(decisions),
+        "overrides": overrides,
+    }
+
+
+def _reference_replies(train: Any) -> list[str]:
+    from pipeline.evaluation.cuts import scripted_replies
+
+    return scripted_replies([dict(r) for r in train], "reference")
+
+
+def markdown(run: dict[str, Any], command: str) -> list[str]:
+    cuts = run["cuts"]
+    gain = paired_difference(
+        cuts["always_file"]["episodes"], cuts["sft_reference"]["episodes"], "decision_accuracy"
+    )
+    sft = run["sft"]
+    return [
+        f"Command: `{command}` ({run['seconds']:.0f} s in all; SFT {sft['seconds']:.0f} s, "
+        f"{sft['steps']} steps, loss {fmt_losses(sft['losses'])}; train decisions "
+        f"{sft['train_decisions']}). Nothing else ran on the machine.",
+        "",
+        "Held-out AML-easy decision cuts (the learning run's seeds; one greedy reply each):",
+        "",
+        *stage_table(
+            cuts, "cuts", ("decision_accuracy", "decision_rate", "valid_call_rate", "grade")
+        ),
+        "",
+        f"Paired difference, SFT on the reference's answers - always_file, decision accuracy: "
+        f"{fmt(gain)}. Decisions written by the SFT model: "
+        f"{dict(Counter(e['decision'] for e in cuts['sft_reference']['episodes']))}.",
+    ]
+
+
+def fmt_losses(losses: list[float]) -> str:
+    return f"{losses[0]:.2f} -> {losses[-1]:.2f}" if losses else "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=16, help="held-out decision cuts")
+    parser.add_argument("--n-train", type=int, default=32, help="train-seed decision cuts")
+    parser.add_argument("--sft-steps", type=int, default=12)
+    parser.add_argument("--reply-tokens", type=int, default=128)
+    parser.add_argument("--output-dir", type=Path, default=Path("outputs/steps_sft_ceiling"))
+    parser.add_argument("--no-results", action="store_true", help="Do not write RESULTS.md")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    rows = cut_rows(args.episodes)
+    cuts = {name: evaluate_cuts(name, rows, args.reply_tokens) for name in ("always_file",)}
+    cuts["reference"] = evaluate_cuts("reference", rows, args.reply_tokens)
+    folder = args.output_dir / "sft_reference"
+    sft = train_on_reference(args, folder)
+    cuts["sft_reference"] = evaluate_cuts(f"checkpoint:{folder}", rows, args.reply_tokens)
+    run = {"seconds": round(time.perf_counter() - started, 1), "sft": sft, "cuts": cuts}
+    (args.output_dir / "run.json").write_text(json.dumps(run, indent=1, default=str))
+    command = "OMP_NUM_THREADS=2 python benchmarks/steps_sft_ceiling.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    text = "\n".join(["## steps_sft_ceiling (diagnostic)", "", *markdown(run, command.strip())])
+    sys.stdout.write(text + "\n")
+    if not args.no_results:
+        from benchmarks.results import machine, write_section
+
+        write_section("steps_sft_ceiling", text + f"\n\nMeasured on {machine()}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
