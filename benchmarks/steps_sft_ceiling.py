@@ -20,13 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning_steps import CONFIG, cut_rows, evaluate_cuts, stage_table
+from benchmarks.learning_steps import CONFIG, SCRIPTED, cut_rows, evaluate_cuts, stage_table
 from pipeline.evaluation.stats import fmt, paired_difference
 
 logger = logging.getLogger("steps_sft_ceiling")
@@ -76,8 +77,25 @@ def _reference_replies(train: Any) -> list[str]:
     return scripted_replies([dict(r) for r in train], "reference")
 
 
+TERMINAL_NAME = re.compile(r'"name":\s*"(file_sar|close_alert)"')
+
+
+def intended(episodes: list[dict[str, Any]], reference: list[dict[str, Any]]) -> tuple[int, int]:
+    """How many replies *open* the terminal call the reference makes, whether or not the call is
+    ever closed: the decision the model meant, which greedy repetition may keep from parsing.
+    A diagnostic only: the learning run's decision accuracy counts parsed calls alone."""
+    right = {e["seed"]: e["decision"] for e in reference}
+    hits = 0
+    for e in episodes:
+        found = TERMINAL_NAME.search(e["reply"])
+        hits += found is not None and found.group(1) == right[e["seed"]]
+    return hits, len(episodes)
+
+
 def markdown(run: dict[str, Any], command: str) -> list[str]:
     cuts = run["cuts"]
+    meant, total = intended(cuts["sft_reference"]["episodes"], cuts["reference"]["episodes"])
+    filed = sum(e["decision"] == "file_sar" for e in cuts["reference"]["episodes"])
     gain = paired_difference(
         cuts["always_file"]["episodes"], cuts["sft_reference"]["episodes"], "decision_accuracy"
     )
@@ -94,13 +112,36 @@ def markdown(run: dict[str, Any], command: str) -> list[str]:
         ),
         "",
         f"Paired difference, SFT on the reference's answers - always_file, decision accuracy: "
-        f"{fmt(gain)}. Decisions written by the SFT model: "
+        f"{fmt(gain)}. Decisions parsed from the SFT model's replies: "
         f"{dict(Counter(e['decision'] for e in cuts['sft_reference']['episodes']))}.",
+        "",
+        f"Diagnostic, not a decision: {meant} of {total} replies open the terminal call the "
+        f'reference makes (`"name": "file_sar"` or `close_alert`), whether or not the call '
+        f"is ever closed; the majority decision opens {max(filed, total - filed)} of {total}.",
     ]
 
 
 def fmt_losses(losses: list[float]) -> str:
     return f"{losses[0]:.2f} -> {losses[-1]:.2f}" if losses else "n/a"
+
+
+def measure(args: argparse.Namespace, argv: list[str] | None) -> tuple[dict[str, Any], str]:
+    """Baselines, the SFT on the reference's replies, and its evaluation; saved under
+    ``--output-dir`` (run.json, command.txt)."""
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    rows = cut_rows(args.episodes)
+    cuts = {name: evaluate_cuts(name, rows, args.reply_tokens) for name in SCRIPTED}
+    folder = args.output_dir / "sft_reference"
+    sft = train_on_reference(args, folder)
+    cuts["sft_reference"] = evaluate_cuts(f"checkpoint:{folder}", rows, args.reply_tokens)
+    run = {"seconds": round(time.perf_counter() - started, 1), "sft": sft, "cuts": cuts}
+    (args.output_dir / "run.json").write_text(json.dumps(run, indent=1, default=str))
+    command = "OMP_NUM_THREADS=2 python benchmarks/steps_sft_ceiling.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    (args.output_dir / "command.txt").write_text(command.strip() + "\n")
+    return run, command.strip()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,22 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply-tokens", type=int, default=128)
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/steps_sft_ceiling"))
     parser.add_argument("--no-results", action="store_true", help="Do not write RESULTS.md")
+    parser.add_argument(
+        "--report-only", type=Path, help="Write the tables of a finished run (its command file)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    rows = cut_rows(args.episodes)
-    cuts = {name: evaluate_cuts(name, rows, args.reply_tokens) for name in ("always_file",)}
-    cuts["reference"] = evaluate_cuts("reference", rows, args.reply_tokens)
-    folder = args.output_dir / "sft_reference"
-    sft = train_on_reference(args, folder)
-    cuts["sft_reference"] = evaluate_cuts(f"checkpoint:{folder}", rows, args.reply_tokens)
-    run = {"seconds": round(time.perf_counter() - started, 1), "sft": sft, "cuts": cuts}
-    (args.output_dir / "run.json").write_text(json.dumps(run, indent=1, default=str))
-    command = "OMP_NUM_THREADS=2 python benchmarks/steps_sft_ceiling.py " + " ".join(
-        argv if argv is not None else sys.argv[1:]
-    )
-    text = "\n".join(["## steps_sft_ceiling (diagnostic)", "", *markdown(run, command.strip())])
+    if args.report_only:
+        run = json.loads((args.report_only / "run.json").read_text())
+        command = (args.report_only / "command.txt").read_text().strip()
+    else:
+        run, command = measure(args, argv)
+    text = "\n".join(["## steps_sft_ceiling (diagnostic)", "", *markdown(run, command)])
     sys.stdout.write(text + "\n")
     if not args.no_results:
         from benchmarks.results import machine, write_section
