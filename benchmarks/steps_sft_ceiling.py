@@ -94,35 +94,57 @@ def intended(episodes: list[dict[str, Any]], reference: list[dict[str, Any]]) ->
 
 def markdown(run: dict[str, Any], command: str) -> list[str]:
     cuts = run["cuts"]
-    meant, total = intended(cuts["sft_reference"]["episodes"], cuts["reference"]["episodes"])
-    filed = sum(e["decision"] == "file_sar" for e in cuts["reference"]["episodes"])
-    gain = paired_difference(
-        cuts["always_file"]["episodes"], cuts["sft_reference"]["episodes"], "decision_accuracy"
-    )
+    reference = cuts["reference"]["episodes"]
+    filed = sum(e["decision"] == "file_sar" for e in reference)
     sft = run["sft"]
-    return [
+    lines = [
         f"Command: `{command}` ({run['seconds']:.0f} s in all; SFT {sft['seconds']:.0f} s, "
         f"{sft['steps']} steps, loss {fmt_losses(sft['losses'])}; train decisions "
         f"{sft['train_decisions']}). Nothing else ran on the machine.",
         "",
-        "Held-out AML-easy decision cuts (the learning run's seeds; one greedy reply each):",
+        "Held-out AML-easy decision cuts (the learning run's seeds; one greedy reply each; "
+        "`no_repeat_N`: greedy decoding that never repeats an N-gram of its own reply):",
         "",
         *stage_table(
             cuts, "cuts", ("decision_accuracy", "decision_rate", "valid_call_rate", "grade")
         ),
         "",
-        f"Paired difference, SFT on the reference's answers - always_file, decision accuracy: "
-        f"{fmt(gain)}. Decisions parsed from the SFT model's replies: "
-        f"{dict(Counter(e['decision'] for e in cuts['sft_reference']['episodes']))}.",
+        "| SFT model | decision acc. - always_file [95% CI] | decisions parsed | "
+        "opens the reference's decision |",
+        "|---|---|---|---|",
+    ]
+    for name, result in cuts.items():
+        if not name.startswith("sft_reference"):
+            continue
+        episodes = result["episodes"]
+        gain = paired_difference(cuts["always_file"]["episodes"], episodes, "decision_accuracy")
+        meant, total = intended(episodes, reference)
+        parsed = dict(Counter(e["decision"] for e in episodes))
+        lines.append(f"| {name} | {fmt(gain)} | {parsed} | {meant} of {total} |")
+    lines += [
         "",
-        f"Diagnostic, not a decision: {meant} of {total} replies open the terminal call the "
-        f'reference makes (`"name": "file_sar"` or `close_alert`), whether or not the call '
+        "The last column is a diagnostic, not a decision: replies that open the terminal call "
+        'the reference makes (`"name": "file_sar"` or `close_alert`), whether or not the call '
         f"is ever closed; the majority decision opens {max(filed, total - filed)} of {total}.",
     ]
+    return lines
 
 
 def fmt_losses(losses: list[float]) -> str:
     return f"{losses[0]:.2f} -> {losses[-1]:.2f}" if losses else "n/a"
+
+
+def guarded(folder: Path, rows: list[dict[str, Any]], args: argparse.Namespace) -> dict:
+    """The SFT model's row with greedy decoding that never repeats an n-gram of its own reply."""
+    from pipeline.evaluation.cuts import score_policy
+
+    n = args.no_repeat_ngram
+    if n < 2:
+        raise SystemExit("--no-repeat-ngram needs n >= 2")
+    result = score_policy(
+        f"checkpoint:{folder}", rows, max_new_tokens=args.reply_tokens, no_repeat_ngram=n
+    )
+    return {f"sft_reference_no_repeat_{n}": result}
 
 
 def measure(args: argparse.Namespace, argv: list[str] | None) -> tuple[dict[str, Any], str]:
@@ -135,6 +157,8 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> tuple[dict[str,
     folder = args.output_dir / "sft_reference"
     sft = train_on_reference(args, folder)
     cuts["sft_reference"] = evaluate_cuts(f"checkpoint:{folder}", rows, args.reply_tokens)
+    if args.no_repeat_ngram:
+        cuts.update(guarded(folder, rows, args))
     run = {"seconds": round(time.perf_counter() - started, 1), "sft": sft, "cuts": cuts}
     (args.output_dir / "run.json").write_text(json.dumps(run, indent=1, default=str))
     command = "OMP_NUM_THREADS=2 python benchmarks/steps_sft_ceiling.py " + " ".join(
@@ -155,11 +179,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-only", type=Path, help="Write the tables of a finished run (its command file)"
     )
+    parser.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        default=0,
+        help="Also score the SFT model with greedy decoding that never repeats an n-gram of its "
+        "own reply (with --extend: add that row to a finished run, from its saved adapter)",
+    )
+    parser.add_argument("--extend", type=Path, help="A finished run's output folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if args.report_only:
-        run = json.loads((args.report_only / "run.json").read_text())
-        command = (args.report_only / "command.txt").read_text().strip()
+    folder = args.report_only or args.extend
+    if folder:
+        run = json.loads((folder / "run.json").read_text())
+        command = (folder / "command.txt").read_text().strip()
+        if args.extend:
+            rows = cut_rows(len(run["cuts"]["always_file"]["episodes"]))
+            run["cuts"].update(guarded(folder / "sft_reference", rows, args))
+            (folder / "run.json").write_text(json.dumps(run, indent=1, default=str))
+            command += f"; then --extend {folder} --no-repeat-ngram {args.no_repeat_ngram}"
+            command += f" --reply-tokens {args.reply_tokens}"
+            (folder / "command.txt").write_text(command + "\n")
     else:
         run, command = measure(args, argv)
     text = "\n".join(["## steps_sft_ceiling (diagnostic)", "", *markdown(run, command)])

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline.decoding.batch_generation import GQA_ATTENTION, generate, sampling_choice
+from pipeline.decoding.batch_generation import (
+    GQA_ATTENTION,
+    generate,
+    no_repeat_ngram,
+    sampling_choice,
+)
 
 from conftest import tiny_model
 
@@ -243,3 +248,37 @@ def test_a_resumed_turn_with_one_long_result_encodes_each_rows_new_part_alone(mo
     assert resumed == [_one_by_one(model, p, 4, {-1}) for p in second]
     prefill = sum(columns[: len(columns) - 4])
     assert prefill == 2 + (len(second[1]) - 12) + 40 + 1
+
+
+def _first_repeat(reply: list[int], n: int) -> int | None:
+    """Index of the first token that completes an n-gram already seen in ``reply``."""
+    seen = set()
+    for end in range(n, len(reply) + 1):
+        gram = tuple(reply[end - n : end])
+        if gram in seen:
+            return end - 1
+        seen.add(gram)
+    return None
+
+
+def test_no_repeat_ngram_bans_the_token_that_would_repeat_an_ngram_of_the_reply() -> None:
+    banned = no_repeat_ngram(3)
+    assert banned([5, 6]) == []
+    assert banned([5, 6, 7, 5, 6]) == [7]  # "5 6 7" exists, so 7 may not follow "5 6" again
+    assert sorted(banned([5, 6, 7, 5, 6, 9, 5, 6])) == [7, 9]
+    with pytest.raises(ValueError, match="n >= 2"):
+        no_repeat_ngram(1)
+
+
+def test_guarded_decoding_never_repeats_an_ngram_and_matches_until_the_first_repeat() -> None:
+    model, _ = _tiny()
+    rng = torch.Generator().manual_seed(3)
+    _, prompts = _prompts(rng, 20, (4, 6))
+    free = generate(model, prompts, 40, {-1}, pad_id=0)
+    guarded = generate(model, prompts, 40, {-1}, pad_id=0, ban=no_repeat_ngram(3))
+    assert any(_first_repeat(row, 3) is not None for row in free)  # the tiny model does loop
+    for free_row, guarded_row in zip(free, guarded, strict=True):
+        assert _first_repeat(guarded_row, 3) is None
+        cut = _first_repeat(free_row, 3)
+        if cut is not None:
+            assert guarded_row[:cut] == free_row[:cut] and guarded_row[cut] != free_row[cut]

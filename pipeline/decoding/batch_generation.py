@@ -213,6 +213,25 @@ def sampling_choice(
     return choose
 
 
+def no_repeat_ngram(n: int) -> Callable[[list[int]], list[int]]:
+    """``banned(reply)``: the tokens that would repeat an ``n``-gram already in ``reply`` (the
+    reply only, never the prompt, whose ids a reply must be free to cite). What transformers'
+    ``no_repeat_ngram_size`` does, for the shared-prefix decoder: a small model's greedy replies
+    otherwise loop in a terminal call's id list until the token cap (RESULTS.md,
+    "steps_sft_ceiling"). Pick ``n`` above the longest legitimate repeat: two tool calls in one
+    reply share ``"}}</tool_call>`` ... ``{"name": "``."""
+    if n < 2:
+        raise ValueError(f"no_repeat_ngram needs n >= 2, got {n}")
+
+    def banned(reply: list[int]) -> list[int]:
+        if len(reply) < n:
+            return []
+        tail = reply[len(reply) - n + 1 :]
+        return [reply[i + n - 1] for i in range(len(reply) - n + 1) if reply[i : i + n - 1] == tail]
+
+    return banned
+
+
 def generate(
     model: Any,
     prompts: Sequence[Sequence[int]],
@@ -226,6 +245,7 @@ def generate(
     prefix: SharedPrefix | None = None,
     resume: Sequence[RowKV | None] | None = None,
     states: list[RowKV] | None = None,
+    ban: Callable[[list[int]], list[int]] | None = None,
 ) -> list[list[int]]:
     """Continuations of token-id ``prompts``, in order.
 
@@ -246,6 +266,7 @@ def generate(
             or None; a batch whose rows all have one encodes only what is new. Needs ``prefix``.
         states: If a list, each prompt's ``RowKV`` (prompt and reply after the prefix) is
             appended to it, in order, for the next turn's ``resume``. Needs ``prefix``.
+        ban: ``ban(reply_so_far)`` lists tokens a row may not write next (``no_repeat_ngram``).
     """
     import torch
 
@@ -279,6 +300,7 @@ def generate(
                     finished,
                     resume[start : start + batch_size] if resume is not None else None,
                     states is not None,
+                    ban,
                 )
                 replies += out
                 if states is not None:
@@ -326,6 +348,7 @@ def _decode_batch(
     finished: Callable[[list[int]], bool] | None,
     resume: Sequence[RowKV | None] | None = None,
     keep_states: bool = False,
+    ban: Callable[[list[int]], list[int]] | None = None,
 ) -> tuple[list[list[int]], list[RowKV]]:
     """Left-pad the suffixes after the shared prefix and decode them together; with
     ``keep_states``, also return each row's keys and values (suffix and reply) for its next turn."""
@@ -373,6 +396,10 @@ def _decode_batch(
                 model, ids[:, begin:end], mask[:, :end], positions[:, begin:end], cache
             )
         for _ in range(max_new_tokens):
+            if ban is not None:
+                for index, row in enumerate(rows):
+                    if not done[index] and (banned := ban(out[row])):
+                        logits[index, banned] = float("-inf")
             token = choose(logits)
             stopped = torch.isin(token, stops)
             for i in (~done & (~stopped | keep_stop)).nonzero().flatten().tolist():

@@ -76,13 +76,16 @@ def batched_replies(
     batch_size: int = 8,
     prompt_style: str = "compact",
     train_template: bool = True,
+    no_repeat_ngram: int = 0,
 ) -> tuple[list[str], list[list[int]]]:
     """Greedy replies (text and token ids) of a local model or adapter to each row's prompt,
     decoded in batches and stopped at the first complete terminal call (the replay ignores
     anything after it). ``train_template`` renders with the training template (qwen2_5,
     ``prompt_style``'s tool list) even for a base model with a template of its own, as steps
-    prompts need; plan-mode evaluation keeps a base model's own template."""
+    prompts need; plan-mode evaluation keeps a base model's own template. ``no_repeat_ngram``
+    > 0 forbids a reply to repeat any of its own n-grams (``batch_generation.no_repeat_ngram``)."""
     from pipeline.decoding.batch_generation import generate
+    from pipeline.decoding.batch_generation import no_repeat_ngram as guard
     from pipeline.decoding.trainer_sampling import decision_reached, terminal_tools
     from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
 
@@ -103,6 +106,7 @@ def batched_replies(
         tok.pad_token_id,
         batch_size,
         finished=decision_reached(tok, terminal_tools({r["env"] for r in rows})),
+        ban=guard(no_repeat_ngram) if no_repeat_ngram else None,
     )
     logger.info(
         "%s: %d replies (%d prompt tokens, %d new) in %.0f s",
@@ -121,9 +125,12 @@ def checkpoint_replies(
     max_new_tokens: int = 96,
     batch_size: int = 8,
     prompt_style: str = "compact",
+    no_repeat_ngram: int = 0,
 ) -> list[str]:
     """Greedy replies to steps prompts (``batched_replies`` with the training template)."""
-    return batched_replies(path, rows, max_new_tokens, batch_size, prompt_style)[0]
+    return batched_replies(
+        path, rows, max_new_tokens, batch_size, prompt_style, no_repeat_ngram=no_repeat_ngram
+    )[0]
 
 
 def openai_replies(model: str, rows: list[dict[str, Any]], max_new_tokens: int = 256) -> list[str]:
