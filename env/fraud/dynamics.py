@@ -293,21 +293,23 @@ class Engine:
                 self.w.laundered += txn.amount
 
     def legit_traffic(self) -> None:
-        merchants = sorted(self.w.merchants)  # once per tick, not once per paying account
-        for acc in self.w.accounts.values():
-            if acc.frozen or self.rng.random() >= self.cfg.legit_activity:
+        rng, w = self.rng, self.w
+        draw, activity = rng.random, self.cfg.legit_activity
+        merchants = sorted(w.merchants)  # once per tick, not once per paying account
+        for acc in w.accounts.values():
+            if acc.frozen or draw() >= activity:
                 continue
-            merchant = self.rng.choice(merchants)
-            if self.w.merchants[merchant].blocked:
+            merchant = rng.choice(merchants)
+            if w.merchants[merchant].blocked:
                 continue
-            amount = acc.avg_amount * math.exp(self.rng.gauss(0, 0.6))
-            if self.rng.random() < 0.1:
-                amount *= self.rng.uniform(4, 15)  # a big-ticket purchase: flights, a laptop
-            roll = self.rng.random()
+            amount = acc.avg_amount * math.exp(rng.gauss(0, 0.6))
+            if draw() < 0.1:
+                amount *= rng.uniform(4, 15)  # a big-ticket purchase: flights, a laptop
+            roll = draw()
             if acc.seller and roll < 0.35:
-                self._txn("payout", acc.id, merchant, amount * self.rng.uniform(2, 10))
+                self._txn("payout", acc.id, merchant, amount * rng.uniform(2, 10))
             elif acc.seller and roll < 0.5:
-                self._txn("cashout", acc.id, None, amount * self.rng.uniform(2, 8))
+                self._txn("cashout", acc.id, None, amount * rng.uniform(2, 8))
             elif roll < acc.refund_rate:
                 self._txn("refund", acc.id, merchant, amount)
             else:
