@@ -411,8 +411,9 @@ def flip_plan(
         return None
     explicit = target
     target = target or _OTHER.get(current)
-    if target is None or target == current:
-        return list(episode.plan)
+    per_claim = env_name == "ops" and episode.task == "expenses" and explicit is not None
+    if target is None or (target == current and not per_claim):
+        return list(episode.plan)  # (expenses: the majority verdict still sets every claim's)
     plan = [dict(c) for c in episode.plan]
     body, last = _split_terminal(env_name, episode)
     seen = ids_seen(episode)

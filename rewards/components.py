@@ -56,8 +56,8 @@ def decision_gate(item: Outcome) -> float:
     """How right the episode's decision was, in [0, 1]; 0 without a decision.
 
     Read from the grade's decision component (the first of ``DECISION_COMPONENTS`` the
-    environment reports: 1 or 0 for a single decision, the share of right verdicts for ops
-    expenses); an environment reporting none of them gates on the decision alone.
+    environment reports: 1 or 0 for a single decision, between for a partly right one such as an
+    ops expense triage); an environment reporting none of them gates on the decision alone.
     """
     report = item.report
     if report is None or not report.decision_reached:
@@ -174,7 +174,7 @@ def _execution(item: Outcome) -> float:
 
 def _grade(item: Outcome) -> float:
     """gate * grade - (1 - gate) * penalty: the grade when right, minus the penalty when wrong,
-    and in between the share of right verdicts (ops expenses) weighs the two."""
+    and in between a partly right triage (ops expenses) weighs the two."""
     if not item.report.decision_reached:
         return 0.0
     gate = decision_gate(item)

@@ -70,6 +70,45 @@ def test_deciding_claims_before_inspecting_them_costs_process_credit():
     assert blind.grade.components["process"] == 0.0 and blind.grade.total <= 0.7
 
 
+def test_expense_decision_needs_the_violations_caught_and_the_rest_approved():
+    """Approving every claim of a dirty batch caught nothing: its decision is 0, not the approvable
+    share, so the reward's decision gate counts it wrong (rewards/README.md)."""
+    from types import SimpleNamespace
+
+    from rewards.components import decision_gate
+
+    env = make("ops")
+    seed = _seed_where("expenses", lambda c: 0 < sum(e.verdict != "approve" for e in c.items) < 4)
+    plan = _plan("expenses", seed)
+    honest = replay(env, "expenses", seed, plan)
+    assert honest.grade.components["decision"] == 1.0
+
+    def every_verdict(verdict: str) -> dict:
+        calls = [
+            {**c, "arguments": {**c["arguments"], "verdict": verdict}}
+            if c["tool"] == "decide_expense"
+            else c
+            for c in plan
+        ]
+        return replay(env, "expenses", seed, calls).grade.components
+
+    approve_all = every_verdict("approve")
+    assert 0.5 <= approve_all["accuracy"] < 1.0  # most claims were approvable
+    assert approve_all["decision"] == 0.0
+    assert every_verdict("reject")["decision"] == 0.0
+    one_missed = [dict(c) for c in plan]
+    risky = {e.expense_id for e in env.case.items if e.verdict != "approve"}
+    for c in one_missed:
+        if c["tool"] == "decide_expense" and c["arguments"]["expense_id"] in risky:
+            c["arguments"] = {**c["arguments"], "verdict": "approve"}
+            break
+    report = replay(env, "expenses", seed, one_missed)
+    n_risky = len(risky)
+    assert report.grade.components["decision"] == round((n_risky - 1) / n_risky, 4)
+    gate = decision_gate(SimpleNamespace(report=report))
+    assert gate == report.grade.components["decision"]
+
+
 def test_postmortem_before_the_fix_earns_nothing_and_order_matters():
     env = make("ops")
     seed = _seed_where("incident", lambda c: c.root is not None)

@@ -156,7 +156,8 @@ def build(rng: random.Random, cfg: OpsConfig) -> ExpenseCase:
 
 
 def grade(case: ExpenseCase) -> dict[str, float]:
-    """Accuracy per item (undecided is wrong), budget kept, informed decisions."""
+    """Accuracy per item (undecided is wrong), budget kept, informed decisions; and ``decision``
+    (reported, not weighted): how right the batch's call was, read by the reward's decision gate."""
     right = sum(case.decisions.get(e.expense_id) == e.verdict for e in case.items)
     spent = sum(e.amount for e in case.items if case.decisions.get(e.expense_id) == "approve")
     informed = sum(case.informed.values()) / len(case.items)
@@ -164,7 +165,27 @@ def grade(case: ExpenseCase) -> dict[str, float]:
         "accuracy": right / len(case.items),
         "budget": float(bool(case.decisions) and spent <= case.budget + 1e-6),
         "process": informed,
+        "decision": decision_score(case),
     }
+
+
+def decision_score(case: ExpenseCase) -> float:
+    """Share of the risky items given their right verdict times share of the approvable items
+    approved (a class without items counts 1).
+
+    Per-item accuracy lets "approve everything" score the approvable share (about two thirds of a
+    dirty batch) although it caught no violation; a triage is right only when it does both jobs,
+    so approving every item of a dirty batch scores 0, as does rejecting every item of a batch
+    that holds approvable ones.
+    """
+    risky = [e for e in case.items if e.verdict != "approve"]
+    approvable = [e for e in case.items if e.verdict == "approve"]
+
+    def share(items: list[Expense]) -> float:
+        hits = sum(case.decisions.get(e.expense_id) == e.verdict for e in items)
+        return hits / len(items) if items else 1.0
+
+    return share(risky) * share(approvable)
 
 
 WEIGHTS = {"accuracy": 0.6, "budget": 0.1, "process": 0.3}
