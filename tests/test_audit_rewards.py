@@ -34,7 +34,7 @@ DECISION_MARGIN = 1.0  # over every blind or wrong-decision strategy ...
 DECISION_SHARE = 0.4  # ... or this share of the honest total, where that is smaller
 CITATION_MARGIN = 0.2  # over the honest plan citing every id seen and the shallow id dump
 CUT_WINS = 0.99
-SEEDS = {"aml": 200, "ops": 200, "support": 100, "fraud": 100, "gang": 20}
+SEEDS = {"aml": 200, "ops": 200, "support": 100, "fraud": 100, "gang": 60}
 SYNTHETIC = {
     "immediate_file_sar",
     "immediate_close_alert",
@@ -51,11 +51,6 @@ SYNTHETIC = {
     "cite_all_seen",
     "shallow_id_dump",
 }
-# Where the honest heuristic's own decisions are too close to always deciding the majority for
-# any reward to separate them by the target (measured, rewards/README.md): the target is asserted
-# as a strict xfail, so the test reports when it starts to hold; a positive margin is asserted.
-# gang hard meets it on 200 seeds (+0.188 against 0.13, RESULTS.md) but not on the 20 run here.
-BELOW_TARGET = {("gang", "easy"), ("gang", "medium"), ("gang", "hard"), ("ops", "expenses")}
 
 
 def _available(name: str) -> bool:
@@ -78,8 +73,7 @@ def _cases() -> list:
         if not _available(name):
             continue
         for task in make(name).tasks:
-            marks = [pytest.mark.xfail(strict=True)] if (name, task) in BELOW_TARGET else []
-            out.append(pytest.param(name, task, marks=marks, id=f"{name}-{task}"))
+            out.append(pytest.param(name, task, id=f"{name}-{task}"))
     return out
 
 
