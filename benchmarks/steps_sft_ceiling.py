@@ -168,6 +168,34 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> tuple[dict[str,
     return run, command.strip()
 
 
+def load_run(folder: Path) -> tuple[dict[str, Any], str]:
+    """A finished run and its command, from its output folder."""
+    run = json.loads((folder / "run.json").read_text())
+    return run, (folder / "command.txt").read_text().strip()
+
+
+def extend(folder: Path, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """Add the guarded-decoding row to a finished run, saved back to its folder."""
+    run, command = load_run(folder)
+    rows = cut_rows(len(run["cuts"]["always_file"]["episodes"]))
+    run["cuts"].update(guarded(folder / "sft_reference", rows, args))
+    (folder / "run.json").write_text(json.dumps(run, indent=1, default=str))
+    command += f"; then --extend {folder} --no-repeat-ngram {args.no_repeat_ngram}"
+    command += f" --reply-tokens {args.reply_tokens}"
+    (folder / "command.txt").write_text(command + "\n")
+    return run, command
+
+
+def report(runs: list[tuple[dict[str, Any], str]]) -> str:
+    """The RESULTS.md section: one block of tables per run (e.g. one per SFT length)."""
+    lines = ["## steps_sft_ceiling (diagnostic)"]
+    for run, command in runs:
+        if len(runs) > 1:
+            lines += ["", f"### {run['sft']['steps']} SFT steps"]
+        lines += ["", *markdown(run, command)]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=16, help="held-out decision cuts")
@@ -177,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/steps_sft_ceiling"))
     parser.add_argument("--no-results", action="store_true", help="Do not write RESULTS.md")
     parser.add_argument(
-        "--report-only", type=Path, help="Write the tables of a finished run (its command file)"
+        "--report-only",
+        type=Path,
+        nargs="+",
+        help="Write the tables of finished runs (their command files), one block per run",
     )
     parser.add_argument(
         "--no-repeat-ngram",
@@ -189,25 +220,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extend", type=Path, help="A finished run's output folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    folder = args.report_only or args.extend
-    if folder:
-        run = json.loads((folder / "run.json").read_text())
-        command = (folder / "command.txt").read_text().strip()
-        if args.extend:
-            rows = cut_rows(len(run["cuts"]["always_file"]["episodes"]))
-            run["cuts"].update(guarded(folder / "sft_reference", rows, args))
-            (folder / "run.json").write_text(json.dumps(run, indent=1, default=str))
-            command += f"; then --extend {folder} --no-repeat-ngram {args.no_repeat_ngram}"
-            command += f" --reply-tokens {args.reply_tokens}"
-            (folder / "command.txt").write_text(command + "\n")
+    if args.report_only:
+        runs = [load_run(folder) for folder in args.report_only]
+    elif args.extend:
+        runs = [extend(args.extend, args)]
     else:
-        run, command = measure(args, argv)
-    text = "\n".join(["## steps_sft_ceiling (diagnostic)", "", *markdown(run, command)])
+        runs = [measure(args, argv)]
+    text = report(runs)
     sys.stdout.write(text + "\n")
     if not args.no_results:
         from benchmarks.results import machine, write_section
 
-        write_section("steps_sft_ceiling", text + f"\n\nMeasured on {machine()}.")
+        where = "Tables written from the saved runs" if args.report_only else "Measured"
+        write_section("steps_sft_ceiling", text + f"\n\n{where} on {machine()}.")
     return 0
 
 
