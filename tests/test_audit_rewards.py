@@ -2,8 +2,8 @@
 
 The figures for 200 eval seeds per task in every environment are written by
 ``scripts/audit_rewards.py --write-results`` to benchmarks/RESULTS.md (section ``audit_rewards``).
-Here the seeds per task are ``SEEDS`` (200 for AML and ops, fewer where the audit is slow: CI
-time); the margins asserted are the issue's: >= 1.0 over every blind or wrong-decision strategy (or >= 40% of the
+Here every environment is audited on the same 200 eval seeds per task (``SEEDS``, about 5
+minutes on 2 cores); the margins asserted are the issue's: >= 1.0 over every blind or wrong-decision strategy (or >= 40% of the
 honest total where that is smaller), >= 0.2 over the citation dumps, and at decision cuts the
 right terminal call out-scores the wrong one on >= 99% of rows, in total and in grade.
 """
@@ -34,7 +34,7 @@ DECISION_MARGIN = 1.0  # over every blind or wrong-decision strategy ...
 DECISION_SHARE = 0.4  # ... or this share of the honest total, where that is smaller
 CITATION_MARGIN = 0.2  # over the honest plan citing every id seen and the shallow id dump
 CUT_WINS = 0.99
-SEEDS = {"aml": 200, "ops": 200, "support": 100, "fraud": 100, "gang": 60}
+SEEDS = 200
 SYNTHETIC = {
     "immediate_file_sar",
     "immediate_close_alert",
@@ -64,7 +64,7 @@ def _available(name: str) -> bool:
 
 @cache
 def _table(env_name: str):
-    return audit(env_name, n_seeds=SEEDS.get(env_name, 20))
+    return audit(env_name, n_seeds=SEEDS)
 
 
 def _cases() -> list:
