@@ -401,6 +401,20 @@ _OTHER = {
 }
 
 
+def _expense_verdicts(plan: list[dict[str, Any]], target: str | None) -> list[dict[str, Any]]:
+    """Ops expenses: the decision is every claim's verdict, so a flip changes each of them (each
+    to its opposite, or all to ``target``); the plan's majority verdict only names it, so a
+    ``target`` equal to that label still changes the claims that differ."""
+    out = []
+    for call in plan:
+        if call["tool"] == "decide_expense":
+            verdict = call["arguments"].get("verdict")
+            new = target or _OTHER.get(verdict, verdict)
+            call = {**call, "arguments": {**call["arguments"], "verdict": new}}
+        out.append(dict(call))
+    return out
+
+
 def flip_plan(
     env_name: str, episode: Episode, target: str | None = None
 ) -> list[dict[str, Any]] | None:
@@ -409,12 +423,11 @@ def flip_plan(
     current = decision_of(env_name, episode)
     if current is None:
         return None
-    explicit = target
+    if env_name == "ops" and episode.task == "expenses":
+        return _expense_verdicts(episode.plan, target)
     target = target or _OTHER.get(current)
-    per_claim = env_name == "ops" and episode.task == "expenses" and explicit is not None
-    if target is None or (target == current and not per_claim):
-        return list(episode.plan)  # (expenses: the majority verdict still sets every claim's)
-    plan = [dict(c) for c in episode.plan]
+    if target is None or target == current:
+        return list(episode.plan)
     body, last = _split_terminal(env_name, episode)
     seen = ids_seen(episode)
     if env_name == "aml":
@@ -436,14 +449,6 @@ def flip_plan(
     if env_name == "support":
         return body + [_call("close_ticket", resolution=target)]
     if env_name == "ops":
-        if episode.task == "expenses":
-            # the decision is every expense verdict: all flipped, or all set to the majority's
-            for call in plan:
-                if call["tool"] == "decide_expense":
-                    verdict = call["arguments"].get("verdict")
-                    new = _OTHER.get(verdict, verdict) if explicit is None else explicit
-                    call["arguments"] = {**call["arguments"], "verdict": new}
-            return plan
         if episode.task == "scheduling":
             if target == "no_slot":
                 return body + [_call("report_no_slot", reason="No slot fits the attendees.")]
