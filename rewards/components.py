@@ -14,8 +14,8 @@ report, so no signal is counted twice:
   nothing, so earn nothing.
 - ``execution_reward``: the sum of the per-step rewards of the replay, its positive part times the
   decision gate (costs and penalties always count).
-- ``grade_reward``: the terminal grade; 0 when no decision was reached; a wrong decision scores
-  ``-WRONG_DECISION_PENALTY`` (``gate * grade - (1 - gate) * penalty``).
+- ``grade_reward``: the terminal grade with the right decision; a wrong decision, and calls that
+  never reach one, score ``-WRONG_DECISION_PENALTY`` (``gate * grade - (1 - gate) * penalty``).
 - ``os_mechanics_reward``: the environment's ``os_mechanics`` effect metric (AML) times the decision
   gate, or ``None`` for environments that do not measure one (TRL then ignores it for that row).
 
@@ -173,18 +173,20 @@ def _execution(item: Outcome) -> float:
 
 
 def _grade(item: Outcome) -> float:
-    """gate * grade - (1 - gate) * penalty: the grade when right, minus the penalty when wrong,
-    and in between a partly right triage (ops expenses) weighs the two."""
-    if not item.report.decision_reached:
-        return 0.0
+    """gate * grade - (1 - gate) * penalty: the grade when right, minus the penalty when wrong or
+    undecided, and in between a partly right triage (ops expenses) weighs the two.
+
+    An undecided episode has gate 0, so it scores as a wrong decision: an alert left open is a
+    failure too, and with 0 for it a model that cannot yet read the evidence learns that not
+    finishing its terminal call beats a coin-flip decision (measured: rewards/README.md)."""
     gate = decision_gate(item)
     grade = float(item.report.grade.total)
     return round(gate * grade - (1.0 - gate) * WRONG_DECISION_PENALTY, 6)
 
 
 def grade_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
-    """The episode's terminal grade in [0, 1]; 0 when the calls never reach a decision and
-    ``-WRONG_DECISION_PENALTY`` when the decision is wrong."""
+    """The episode's terminal grade in [0, 1] with the right decision;
+    ``-WRONG_DECISION_PENALTY`` when the decision is wrong or the calls never reach one."""
     return _safe("grade_reward", _grade, outcomes(completions, **kwargs))
 
 

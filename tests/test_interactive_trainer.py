@@ -22,6 +22,7 @@ from pipeline.data.dataset import build_dataset
 from pipeline.data.prompts import render_observation
 from pipeline.training.interactive import environment_factory, tool_schemas
 from rewards import build_reward_functions
+from rewards.components import WRONG_DECISION_PENALTY
 
 from conftest import tiny_model
 
@@ -134,8 +135,9 @@ def test_grade_is_the_reward_and_no_decision_earns_zero(run):
     assert rewards[undecided] == 0.0
     log = run["log"]
     assert log["rewards/SupportEnvironmentTools/mean"] == pytest.approx(oracle / 2)
-    # The decomposed grade component reads the same finished episodes (environments kwarg).
-    assert log["rewards/grade_reward/mean"] == pytest.approx(oracle / 2)
+    # The decomposed grade component reads the same finished episodes (environments kwarg); it
+    # scores the undecided one as a wrong decision, where the adapter's own reward gives 0.
+    assert log["rewards/grade_reward/mean"] == pytest.approx((oracle - WRONG_DECISION_PENALTY) / 2)
     assert log["tools/failure_frequency"] == 0.0
 
 

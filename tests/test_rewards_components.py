@@ -16,6 +16,7 @@ from rewards import (
     investigation_reward,
     os_mechanics_reward,
 )
+from rewards.components import WRONG_DECISION_PENALTY
 from rewards.protocol import render_completion
 from rewards.replay import CACHE
 
@@ -65,7 +66,7 @@ def test_format_is_graded_json_below_unknown_below_invalid_below_valid():
     assert scores[1] < scores[2] < scores[3] < scores[4] < scores[5] == 1.0
 
 
-def test_execution_is_the_step_reward_sum_and_grade_needs_a_decision():
+def test_execution_is_the_step_reward_sum_and_no_decision_grades_as_a_wrong_one():
     text, episode = _heuristic_plan()
     undecided = '<tool_call>{"name": "check_policy", "arguments": {"topic": "refunds"}}</tool_call>'
     kw = _kw(2)
@@ -76,7 +77,10 @@ def test_execution_is_the_step_reward_sum_and_grade_needs_a_decision():
         pytest.approx(sum(episode.report.step_rewards)),
         pytest.approx(sum(report.step_rewards)),
     ]
-    assert grade_reward(None, [text, undecided], **kw) == [episode.report.grade.total, 0.0]
+    assert grade_reward(None, [text, undecided], **kw) == [
+        episode.report.grade.total,
+        -WRONG_DECISION_PENALTY,
+    ]
     assert report.grade.total >= 0.0
 
 
