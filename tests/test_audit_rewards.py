@@ -19,6 +19,7 @@ import pytest
 from env.registry import make, names, policies
 from env.rollout import play
 from env.seeds import split_seeds
+from rewards import REWARD_WEIGHTS_DEFAULT
 from rewards.audit import (
     CITATION_STRATEGIES,
     HONEST,
@@ -28,6 +29,7 @@ from rewards.audit import (
     degenerate_completions,
     flip_plan,
 )
+from rewards.components import WRONG_DECISION_PENALTY
 from rewards.score import score_batch
 
 DECISION_MARGIN = 1.0  # over every blind or wrong-decision strategy ...
@@ -87,8 +89,9 @@ def test_aml_audit_covers_every_strategy_on_200_seeds():
         table.totals
     )
     assert any(s.startswith("farm_then_file_sar_") for s in table.totals)
+    undecided = -REWARD_WEIGHTS_DEFAULT["grade"] * WRONG_DECISION_PENALTY  # scored as wrong
     for task in ("easy", "medium", "hard"):
-        assert table.totals[HONEST][task] > table.totals["prose_only"][task] == 0.0
+        assert table.totals[HONEST][task] > table.totals["prose_only"][task] == undecided
 
 
 @pytest.mark.parametrize(("env_name", "task"), _cases())
