@@ -161,3 +161,22 @@ def test_a_context_cap_ends_the_conversation_once_its_next_turn_would_not_fit(ch
     uncapped = ModelPolicy(free, "support", "interactive", JOBS[0][1], free.settings)
     play(env.make("support"), uncapped, *JOBS[0])
     assert sum(m["role"] == "assistant" for m in uncapped.messages) > 1
+
+
+def test_receding_horizon_turns_stop_at_their_first_call_and_keep_the_rows(checkpoint) -> None:
+    """Steps mode plays only a turn's first call, so lockstep decoding may stop there."""
+    from pipeline.decoding.trainer_sampling import first_call_reached
+    from pipeline.evaluation.backends import load_backend
+
+    tokenizer = load_backend(f"checkpoint:{checkpoint}", GenerationSettings()).tokenizer
+    reached = first_call_reached(tokenizer)
+    call = '<tool_call>{"name": "lookup_customer", "arguments": {"customer_id": "C-1"}}</tool_call>'
+    ids = tokenizer(call, add_special_tokens=False)["input_ids"]
+    assert reached(ids) and not reached(ids[:-3])
+    assert reached(tokenizer(call + "\n" + call, add_special_tokens=False)["input_ids"])
+    spec = f"checkpoint:{checkpoint}"
+    kwargs = dict(tasks="easy", episodes=2, progress=False, settings=SETTINGS, mode="steps")
+    assert (
+        evaluate("support", spec, lockstep=8, **kwargs)["episodes"]
+        == evaluate("support", spec, **kwargs)["episodes"]
+    )

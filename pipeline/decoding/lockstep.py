@@ -44,10 +44,16 @@ class _Request:
 class LockstepBackend:
     """A ``ChatBackend`` over a ``CheckpointBackend`` shared by ``players`` episode threads."""
 
-    def __init__(self, backend: Any, players: int, batch_size: int = 32):
+    def __init__(
+        self,
+        backend: Any,
+        players: int,
+        batch_size: int = 32,
+        finished: Callable[[list[int]], bool] | None = None,
+    ):
         if backend.settings.temperature > 0:
             raise ValueError("lockstep decoding is greedy: use temperature 0")
-        self.backend, self.batch_size = backend, batch_size
+        self.backend, self.batch_size, self.finished = backend, batch_size, finished
         self.tool_messages_need_ids = backend.tool_messages_need_ids
         self._turn = threading.Condition()
         self._players = players
@@ -105,6 +111,7 @@ class LockstepBackend:
                 prefix=prefix,
                 resume=[self._rows.get(r.episode) for r in batch] if prefix else None,
                 states=states,
+                finished=self.finished,
             )
             self._keep(batch, states or [])
             for request, reply in zip(batch, replies, strict=True):
@@ -145,10 +152,13 @@ def play_lockstep(
     make_policy: Callable[[Any, int], Any],
     jobs: Sequence[tuple[str, int]],
     batch_size: int = 32,
+    finished: Callable[[list[int]], bool] | None = None,
 ) -> tuple[list[Episode], int]:
     """Play ``(task, seed)`` jobs at once; returns the episodes in job order and the number of
-    internal env errors. ``make_policy(lockstep_backend, seed)`` builds each episode's policy."""
-    shared = LockstepBackend(backend, len(jobs), batch_size)
+    internal env errors. ``make_policy(lockstep_backend, seed)`` builds each episode's policy;
+    ``finished(reply_tokens)`` may end a reply's decoding early (e.g. at a receding-horizon
+    turn's first call)."""
+    shared = LockstepBackend(backend, len(jobs), batch_size, finished)
     episodes: list[Episode | None] = [None] * len(jobs)
     errors: list[BaseException] = []
     internal = [0] * len(jobs)

@@ -33,6 +33,17 @@ def decision_reached(tokenizer: Any, terminal: set[str]) -> Callable[[list[int]]
 
     The replay stops at the decision and ignores anything after it, so decoding can stop there:
     the episode's figures are the same, the tokens after it are not paid for."""
+    return _call_reached(tokenizer, lambda tool: tool in terminal)
+
+
+def first_call_reached(tokenizer: Any) -> Callable[[list[int]], bool]:
+    """Whether a reply so far ends with its first complete call. A receding-horizon turn runs only
+    its plan's first call (and the next prompt shows only the calls played), so a greedy turn can
+    stop decoding there: the episode is the same, the rest of the plan is not paid for."""
+    return _call_reached(tokenizer, lambda tool: True)
+
+
+def _call_reached(tokenizer: Any, counts: Callable[[str], bool]) -> Callable[[list[int]], bool]:
     from rewards import parse_tool_calls
     from rewards.protocol import ends_with_call
 
@@ -41,7 +52,7 @@ def decision_reached(tokenizer: Any, terminal: set[str]) -> Callable[[list[int]]
         if not ends_with_call(tokenizer.decode(tokens[-12:])):
             return False
         calls = parse_tool_calls(tokenizer.decode(tokens, skip_special_tokens=True)).calls
-        return bool(calls) and calls[-1]["tool"] in terminal
+        return bool(calls) and counts(calls[-1]["tool"])
 
     return reached
 

@@ -205,7 +205,12 @@ def _play_all(
             return ModelPolicy(backend, env_name, mode, seed, generation)
 
         backend = load_backend(spec, generation)
-        episodes, errors = play_lockstep(env_name, backend, policy, jobs, lockstep)
+        finished = None
+        if mode == "steps" and generation.horizon == "receding":
+            from pipeline.decoding.trainer_sampling import first_call_reached
+
+            finished = first_call_reached(backend.tokenizer)  # only the first call is played
+        episodes, errors = play_lockstep(env_name, backend, policy, jobs, lockstep, finished)
         internal_errors.append(errors)
         yield from ((environment, e) for e in episodes)
         return
