@@ -392,13 +392,18 @@ class ToolEnvironment(Environment[ToolCallAction, ToolObservation, EpisodeState]
             result=result,
             message=message if error is None else (message or f"error: {error}"),
             error=error,
-            tools=list(self._specs) if not self.done else [],
+            tools=self._tools_now() if not self.done else [],
             step=self.step_count,
             steps_left=max(0, self.config.max_steps - self.step_count),
             grade=self.final_grade if self.done else None,
             done=self.done,
             reward=reward,
         )
+
+    def _tools_now(self) -> list[str]:
+        """The tools an observation lists while the episode runs; a subclass narrows them here
+        (building the observation once: a later assignment re-validates it)."""
+        return list(self._specs)
 
     @property
     def state(self) -> EpisodeState:

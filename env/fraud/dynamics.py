@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from env.base import ToolError
 from env.fraud.config import FraudConfig
+from env.fraud.txns import TxnBook
 from env.fraud.world import Account, Txn, World
 
 ALERT_REASONS = ("amount_spike", "velocity", "new_device", "night_activity", "cash_withdrawal")
@@ -30,7 +31,7 @@ class Ledger:
     close_tick: int | None = None
 
 
-class Engine:
+class Engine(TxnBook):
     """The mutable episode: world, hidden suspicion, alerts, and the ledger."""
 
     def __init__(self, world: World, config: FraudConfig, rng: random.Random):
@@ -40,8 +41,17 @@ class Engine:
         self.susp: dict[str, float] = {k: 0.0 for k in [*world.accounts, *world.merchants]}
         self.ledger = Ledger()
         self.alerts: list[dict] = []
+        self.alert_txns: list[Txn] = []  # the transaction behind each alert, in the same order
         self.ring_events: list[str] = []
         self._n = 0
+        self._settled = 0  # pending() looks only past this index (see env.fraud.txns)
+        self._merchant_ids = sorted(world.merchants)  # the set of merchants never changes
+        total = world.total  # fixed at build: the ring view's rounded total and caps, once
+        self.view_caps = (
+            round(total, 2),
+            round(config.transfer_cap * total, 2),
+            round(config.cashout_cap * total, 2),
+        )
 
     # ----- helpers ------------------------------------------------------------------------------
 
@@ -50,17 +60,6 @@ class Engine:
         if acc is None:
             raise ToolError(f"unknown account {account_id!r}; ids look like U01")
         return acc
-
-    def _txn(self, kind: str, account: str, merchant: str | None, amount: float, **kw) -> Txn:
-        self._n += 1
-        txn = Txn(f"T{self._n:04d}", self.w.tick, kind, account, merchant, None, round(amount, 2))
-        for key, value in kw.items():
-            setattr(txn, key, value)
-        self.w.txns.append(txn)
-        return txn
-
-    def pending(self) -> list[Txn]:
-        return [t for t in self.w.txns if t.status == "pending"]
 
     def _decline(self, txn: Txn, status: str) -> None:
         """Stop a pending transaction and its partner; ring money stopped is seized."""
@@ -82,7 +81,7 @@ class Engine:
     def monitor(self, account_id: str) -> dict:
         acc = self._acc(account_id)
         self.ledger.looked.add(acc.id)
-        recent = [t for t in self.w.txns if t.account == acc.id and t.tick >= self.w.tick - 3]
+        recent = [t for t in self._since(self.w.tick - 3) if t.account == acc.id]
         return {
             "account": acc.id,
             "frozen": acc.frozen,
@@ -122,7 +121,7 @@ class Engine:
         return {"account": acc.id, "frozen": True}
 
     def hold(self, txn_id: str) -> dict:
-        txn = next((t for t in self.w.txns if t.id == txn_id), None)
+        txn = self.find_txn(txn_id)
         if txn is None:
             raise ToolError(f"unknown transaction {txn_id!r}; ids look like T0001")
         if txn.status != "pending":
@@ -272,10 +271,12 @@ class Engine:
 
     def settle(self) -> None:
         """Last tick's pending transactions settle unless held, declined or frozen."""
-        due = [t for t in self.pending() if t.tick < self.w.tick]
+        w = self.w
+        tick, accounts, merchants = w.tick, w.accounts, w.merchants
+        due = [t for t in w.txns[self._settled :] if t.status == "pending" and t.tick < tick]
         for txn in due:
-            acc = self.w.accounts[txn.account]
-            if acc.frozen or (txn.merchant and self.w.merchants[txn.merchant].blocked):
+            acc = accounts[txn.account]
+            if acc.frozen or (txn.merchant and merchants[txn.merchant].blocked):
                 self._decline(txn, "declined")
         for txn in due:
             if txn.status != "pending":
@@ -283,76 +284,75 @@ class Engine:
             txn.status = "settled"
             if txn.route is None:
                 continue
-            acc = self.w.accounts[txn.account]
+            acc = accounts[txn.account]
             if txn.kind == "payout":
                 acc.staged += txn.amount
-                self.w.exposed.add(acc.id)
-                if self.w.merchants[txn.merchant].colluding:
-                    self.w.exposed.add(txn.merchant)
+                w.exposed.add(acc.id)
+                if merchants[txn.merchant].colluding:
+                    w.exposed.add(txn.merchant)
             elif txn.kind == "cashout":
-                self.w.laundered += txn.amount
+                w.laundered += txn.amount
+        self._mark_settled()
 
     def legit_traffic(self) -> None:
+        """Customers shop. The hottest loop of a tick: bound methods and an inlined ``_txn``; the
+        draws are the same calls in the same order as ever."""
         rng, w = self.rng, self.w
-        draw, activity = rng.random, self.cfg.legit_activity
-        merchants = sorted(w.merchants)  # once per tick, not once per paying account
+        draw, choice, gauss, uniform = rng.random, rng.choice, rng.gauss, rng.uniform
+        activity, merchants, shops = self.cfg.legit_activity, self._merchant_ids, w.merchants
+        txns, tick, n = w.txns, w.tick, self._n
         for acc in w.accounts.values():
             if acc.frozen or draw() >= activity:
                 continue
-            merchant = rng.choice(merchants)
-            if w.merchants[merchant].blocked:
+            merchant = choice(merchants)
+            if shops[merchant].blocked:
                 continue
-            amount = acc.avg_amount * math.exp(rng.gauss(0, 0.6))
+            amount = acc.avg_amount * math.exp(gauss(0, 0.6))
             if draw() < 0.1:
-                amount *= rng.uniform(4, 15)  # a big-ticket purchase: flights, a laptop
+                amount *= uniform(4, 15)  # a big-ticket purchase: flights, a laptop
             roll = draw()
             if acc.seller and roll < 0.35:
-                self._txn("payout", acc.id, merchant, amount * rng.uniform(2, 10))
+                kind, amount = "payout", amount * uniform(2, 10)
             elif acc.seller and roll < 0.5:
-                self._txn("cashout", acc.id, None, amount * rng.uniform(2, 8))
+                kind, merchant, amount = "cashout", None, amount * uniform(2, 8)
             elif roll < acc.refund_rate:
-                self._txn("refund", acc.id, merchant, amount)
+                kind = "refund"
             else:
-                self._txn("payment", acc.id, merchant, amount)
+                kind = "payment"
+            n += 1
+            txns.append(Txn(f"T{n:04d}", tick, kind, acc.id, merchant, None, round(amount, 2)))
+        self._n = n
 
     def detect(self) -> None:
         """Raise noisy alerts on this tick's transactions; update the hidden suspicion."""
-        self.alerts = []
+        self.alerts, self.alert_txns = alerts, alert_txns = [], []
         cap = self.cfg.transfer_cap * self.w.total or 1.0
+        draw, choice, accounts = self.rng.random, self.rng.choice, self.w.accounts
+        false_rate = self.cfg.false_alert_rate
         for txn in self._this_tick():
-            acc = self.w.accounts[txn.account]
+            kind = txn.kind
             if txn.route is not None:
                 x = txn.amount * txn.parts / cap
                 p = min(0.9, 0.12 + 0.5 * x / math.sqrt(txn.parts) + 0.04 * txn.parts)
-                if txn.kind == "payout":
+                if kind == "payout":
                     p *= 0.6
             else:
-                p = self.cfg.false_alert_rate * (1 + 2 * acc.risk_score)
-                if txn.kind == "cashout":
+                p = false_rate * (1 + 2 * accounts[txn.account].risk_score)
+                if kind == "cashout":
                     p *= 1.5
-            if self.rng.random() < p:
-                reason = self.rng.choice(ALERT_REASONS)
-                if txn.kind == "cashout":
+            if draw() < p:
+                reason = choice(ALERT_REASONS)
+                if kind == "cashout":
                     reason = "cash_withdrawal"
-                self.alerts.append({**self.public_txn(txn), "reason": reason})
+                alert = self.public_txn(txn)
+                alert["reason"] = reason
+                alerts.append(alert)
+                alert_txns.append(txn)
                 if txn.route is None:
-                    self._bump(acc.id, 0.2)
-        for key in self.susp:
-            self.susp[key] *= self.cfg.suspicion_decay
-
-    def _this_tick(self) -> list[Txn]:
-        """This tick's transactions, in order: a transaction takes the tick it is made in and the
-        ledger only grows, so they are its tail (no scan of the whole history every tick)."""
-        txns, tick = self.w.txns, self.w.tick
-        start = len(txns)
-        while start > 0 and txns[start - 1].tick == tick:
-            start -= 1
-        return txns[start:]
-
-    def public_txn(self, txn: Txn) -> dict:
-        row = {"id": txn.id, "tick": txn.tick, "kind": txn.kind, "account": txn.account}
-        row.update({"merchant": txn.merchant, "amount": txn.amount, "status": txn.status})
-        return row
+                    self._bump(txn.account, 0.2)
+        susp, decay = self.susp, self.cfg.suspicion_decay
+        for key in susp:
+            susp[key] *= decay
 
     def progress_possible(self) -> bool:
         """Can the ring still move or withdraw anything?"""
@@ -361,15 +361,17 @@ class Engine:
             return True
         if any(t.route for t in self.pending()):
             return True
-        mules_ok = any(not w.accounts[r.mule].frozen for r in w.routes.values()) or any(
-            not w.accounts[u].frozen for u in w.reserves
-        )
-        merchants_ok = any(not m.blocked for m in w.merchants.values())
+        open_path: bool | None = None  # worked out only if some source still holds funds
         for acc in w.accounts.values():
             if acc.frozen:
                 continue
             if acc.staged > 1.0:
                 return True
-            if acc.pool > 1.0 and mules_ok and merchants_ok:
-                return True
+            if acc.pool > 1.0:
+                if open_path is None:
+                    mules_ok = any(not w.accounts[r.mule].frozen for r in w.routes.values())
+                    mules_ok = mules_ok or any(not w.accounts[u].frozen for u in w.reserves)
+                    open_path = mules_ok and any(not m.blocked for m in w.merchants.values())
+                if open_path:
+                    return True
         return False

@@ -17,7 +17,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from env.base import Grade, ToolEnvironment, ToolError, ToolObservation
+from env.base import Grade, ToolEnvironment, ToolError
 from env.fraud.config import FraudConfig
 from env.fraud.dynamics import Engine
 from env.fraud.grading import defender_grade, evidence_coverage, fraudster_grade
@@ -53,6 +53,8 @@ FRAUDSTER_TOOLS = (
     "exit_scheme",
 )
 ROLE_TOOLS = {"defender": DEFENDER_TOOLS, "fraudster": FRAUDSTER_TOOLS}
+# (class, role) -> the role's tools in spec order, built on first use
+_ROLE_LISTS: dict[tuple[type, str], tuple[str, ...]] = {}
 
 
 class FraudEnvironment(DefenderTools, RingTools, ToolEnvironment):
@@ -166,9 +168,9 @@ class FraudEnvironment(DefenderTools, RingTools, ToolEnvironment):
             "suspicion": dict(self.engine.susp),
             "threshold": w.freeze_threshold,
             "hold_limit": w.hold_limit,
-            "alerts": [
-                {**a, "status": next(t.status for t in w.txns if t.id == a["id"])}
-                for a in self.engine.alerts
+            "alerts": [  # each alert's transaction as it stands now (held, declined, ...)
+                {**a, "status": t.status}
+                for a, t in zip(self.engine.alerts, self.engine.alert_txns, strict=True)
             ],
         }
         self._apply("defender", self.opponent.act(internal))
@@ -221,10 +223,14 @@ class FraudEnvironment(DefenderTools, RingTools, ToolEnvironment):
         self._role("fraudster", name)
         return self._view(self._tick(fn))
 
-    def _observe(self, *args: Any, **kwargs: Any) -> ToolObservation:
-        obs = super()._observe(*args, **kwargs)
-        obs.tools = [t for t in obs.tools if t in ROLE_TOOLS.get(self.task, ())]
-        return obs
+    def _tools_now(self) -> list[str]:
+        """Only the role's own tools, in spec order (the list is worked out once per role)."""
+        key = (type(self), self.task)
+        names = _ROLE_LISTS.get(key)
+        if names is None:
+            role = ROLE_TOOLS.get(self.task, ())
+            names = _ROLE_LISTS[key] = tuple(t for t in self._specs if t in role)
+        return list(names)
 
     # ----- grading and truth --------------------------------------------------------------------
 

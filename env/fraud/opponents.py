@@ -22,9 +22,13 @@ class Opponent(Protocol):
     def act(self, view: dict[str, Any]) -> ToolCallAction: ...
 
 
-def _level(engine: Engine, entity: str) -> float:
-    raw = engine.susp.get(entity, 0.0) + engine.w.bias.get(entity, 0.0)
-    return round(min(1.0, max(0.0, raw)), 2)
+def _alert(susp: dict[str, float], bias: dict[str, float], entity: str) -> float:
+    """The alert level the ring sees: hidden suspicion plus a hidden per-entity bias, clipped to
+    [0, 1] (the clipped ends need no ``round``, the slowest part of a ring view)."""
+    raw = susp.get(entity, 0.0) + bias.get(entity, 0.0)
+    if not raw > 0.0:  # what max(0.0, raw) gives for -0.0 and nan too
+        return 0.0
+    return 1.0 if raw >= 1.0 else round(raw, 2)
 
 
 def defender_view(engine: Engine, opening: bool = False) -> dict[str, Any]:
@@ -60,9 +64,10 @@ def defender_view(engine: Engine, opening: bool = False) -> dict[str, Any]:
 def ring_view(engine: Engine) -> dict[str, Any]:
     """The ring's view: its routes, balances, mule status and the alert level on each entity."""
     w = engine.w
-    routes = []
+    accounts, merchants, susp, bias = w.accounts, w.merchants, engine.susp, w.bias
+    routes = []  # built every tick (the scripted ring reads it too): plain lookups, no helpers
     for r in w.routes.values():
-        src, mule = w.accounts[r.source], w.accounts[r.mule]
+        src, mule = accounts[r.source], accounts[r.mule]
         routes.append(
             {
                 "route": r.id,
@@ -71,29 +76,29 @@ def ring_view(engine: Engine) -> dict[str, Any]:
                 "mule": mule.id,
                 "source_funds": round(src.pool, 2),
                 "mule_staged": round(mule.staged, 2),
-                "source_alert": _level(engine, src.id),
-                "mule_alert": _level(engine, mule.id),
-                "merchant_alert": _level(engine, r.merchant),
+                "source_alert": _alert(susp, bias, src.id),
+                "mule_alert": _alert(susp, bias, mule.id),
+                "merchant_alert": _alert(susp, bias, r.merchant),
                 "source_frozen": src.frozen,
                 "mule_frozen": mule.frozen,
-                "merchant_blocked": w.merchants[r.merchant].blocked,
+                "merchant_blocked": merchants[r.merchant].blocked,
             }
         )
     events, engine.ring_events = engine.ring_events, []
+    in_flight = sum(t.amount for t in engine.pending() if t.route and t.kind != "payout")
+    total, transfer_cap, cashout_cap = engine.view_caps
     return {
         "tick": w.tick,
-        "total": round(w.total, 2),
+        "total": total,
         "laundered": round(w.laundered, 2),
         "lost": round(w.seized, 2),
-        "in_flight": round(
-            sum(t.amount for t in engine.pending() if t.route and t.kind != "payout"), 2
-        ),
-        "transfer_cap": round(engine.cfg.transfer_cap * w.total, 2),
-        "cashout_cap": round(engine.cfg.cashout_cap * w.total, 2),
+        "in_flight": round(in_flight, 2),
+        "transfer_cap": transfer_cap,
+        "cashout_cap": cashout_cap,
         "routes": routes,
         "reserve_mules": len(w.reserves),
         "fresh_devices": w.devices_left,
-        "merchants": {m.id: ("blocked" if m.blocked else "open") for m in w.merchants.values()},
+        "merchants": {m.id: ("blocked" if m.blocked else "open") for m in merchants.values()},
         "events": events,
     }
 
@@ -162,14 +167,22 @@ class ScriptedDefender:
 
     def act(self, view: dict[str, Any]) -> ToolCallAction:
         susp, bar = view["suspicion"], view["threshold"]
-        frozen = set(view["frozen"])
-        accounts = [(s, k) for k, s in susp.items() if k.startswith("U") and k not in frozen]
-        merchants = [(s, k) for k, s in susp.items() if k.startswith("M")]
-        merchants = [m for m in merchants if m[1] not in view["blocked"]]
-        if accounts and max(accounts)[0] >= bar:
-            return _call("freeze", account_id=max(accounts)[1])
-        if merchants and max(merchants)[0] >= bar + 0.1:
-            return _call("block_merchant", merchant_id=max(merchants)[1])
+        frozen, blocked = set(view["frozen"]), set(view["blocked"])
+        accounts: list[tuple[float, str]] = []  # (suspicion, id) of open accounts, in susp order
+        merchants: list[tuple[float, str]] = []
+        for k, s in susp.items():  # one pass: this runs on every tick the agent is the ring
+            head = k[:1]
+            if head == "U":
+                if k not in frozen:
+                    accounts.append((s, k))
+            elif head == "M" and k not in blocked:
+                merchants.append((s, k))
+        top = max(accounts) if accounts else None
+        if top is not None and top[0] >= bar:
+            return _call("freeze", account_id=top[1])
+        hot = max(merchants) if merchants else None
+        if hot is not None and hot[0] >= bar + 0.1:
+            return _call("block_merchant", merchant_id=hot[1])
         large = [a for a in view["alerts"] if a["amount"] >= view["hold_limit"]]
         large = [a for a in large if a["status"] == "pending"]
         if large and self.rng.random() < 0.7:

@@ -61,7 +61,7 @@ class DefenderTools:
             transaction_id: Pending transaction id from an alert or a monitor result, e.g. T0012.
         """
         self._role("defender", "hold")
-        txn = next((t for t in self.world.txns if t.id == transaction_id), None)
+        txn = self.engine.find_txn(transaction_id)
         if txn is None or txn.status != "pending":
             raise ToolError(f"{transaction_id!r} is not a pending transaction")
         return self._defend("hold", lambda: self.engine.hold(transaction_id))

@@ -111,27 +111,19 @@ class World:
 _CATEGORIES = ("electronics", "grocery", "travel", "gaming", "fashion", "marketplace", "fuel")
 
 
-def _features(rng: random.Random, shift: float, device: str) -> dict:
-    """Observed features from a latent risk: monotone transforms of (shift + noise)."""
-
-    def z() -> float:
-        return shift + rng.gauss(0.0, 1.0)
-
-    age = int(max(1, round(math.exp(6.3 - 0.9 * z()))))
-    devices = max(1, min(9, round(1.6 + 0.9 * z() + rng.random())))
-    refund = round(min(0.9, max(0.0, 0.08 + 0.06 * z())), 3)
-    night = round(min(0.95, max(0.0, 0.22 + 0.1 * z())), 3)
-    amount = round(math.exp(5.3 + 0.45 * z()), 2)
-    score = round(1 / (1 + math.exp(-(0.5 * z() + 0.5 * rng.gauss(0.0, 1.0) - 0.2))), 3)
-    return {
-        "age_days": min(age, 5000),
-        "devices": devices,
-        "refund_rate": refund,
-        "night_share": night,
-        "avg_amount": amount,
-        "risk_score": score,
-        "device": device,
-    }
+def _account(rng: random.Random, uid: str, shift: float, device: str) -> Account:
+    """An account whose observed features are monotone transforms of a latent risk (shift +
+    noise). Every reset makes a dozen or more, so the noise draw ``shift + gauss(0, 1)`` is
+    written out in place (same draws, same order: left to right) rather than a closure call."""
+    gauss, exp = rng.gauss, math.exp
+    age = int(max(1, round(exp(6.3 - 0.9 * (shift + gauss(0.0, 1.0))))))
+    devices = max(1, min(9, round(1.6 + 0.9 * (shift + gauss(0.0, 1.0)) + rng.random())))
+    refund = round(min(0.9, max(0.0, 0.08 + 0.06 * (shift + gauss(0.0, 1.0)))), 3)
+    night = round(min(0.95, max(0.0, 0.22 + 0.1 * (shift + gauss(0.0, 1.0)))), 3)
+    amount = round(exp(5.3 + 0.45 * (shift + gauss(0.0, 1.0))), 2)
+    z = shift + gauss(0.0, 1.0)
+    score = round(1 / (1 + exp(-(0.5 * z + 0.5 * gauss(0.0, 1.0) - 0.2))), 3)
+    return Account(uid, min(age, 5000), devices, refund, night, amount, score, device)
 
 
 def build_world(task: str, rng: random.Random, config: FraudConfig) -> World:
@@ -169,7 +161,7 @@ def build_world(task: str, rng: random.Random, config: FraudConfig) -> World:
             device = ring_device
         elif not role and rng.random() < 0.12:
             device = ring_device if ring and rng.random() < 0.5 else f"D{rng.randint(10, 99):03d}"
-        acc = Account(id=uid, **_features(rng, shift, device))
+        acc = _account(rng, uid, shift, device)
         acc.ring_role = role
         acc.seller = not role and rng.random() < 0.2
         if role == "source" and family == "refund_abuse":
