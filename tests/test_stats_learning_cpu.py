@@ -182,6 +182,30 @@ def test_steps_report_marks_a_target_met_only_when_its_interval_says_so() -> Non
     text = "\n".join(steps_markdown({**run, "cuts": same}, "cmd"))
     assert "paired interval above 0: NOT met" in text
     assert "aim: decision accuracy >= 0.8: NOT met" in text
+    # Without always_file the better rival is unknown: the target is not met against warm alone.
+    blind = {"warm": always_file, "grpo": reference}
+    text = "\n".join(steps_markdown({**run, "cuts": blind}, "cmd"))
+    assert "decision accuracy >= always_file + 0.10, paired interval above 0: NOT met (" in text
+
+
+def test_a_saved_steps_run_reloads_with_its_baselines_in_order(tmp_path) -> None:
+    """A run saved without the scripted baselines gets them back on its own seeds."""
+    import json
+
+    from benchmarks.learning_steps import cut_rows, evaluate_cuts, load_steps
+
+    rows = cut_rows(4)
+    stage = evaluate_cuts("always_file", rows, 64)
+    (tmp_path / "run.json").write_text(
+        json.dumps({"args": {"episodes": "4", "horizon_episodes": "1"}})
+    )
+    for name in ("grpo", "untrained", "warm"):
+        (tmp_path / f"cuts_{name}.json").write_text(json.dumps(stage))
+    run = load_steps(tmp_path)
+    assert list(run["cuts"]) == ["always_file", "reference", "untrained", "warm", "grpo"]
+    assert list(run["horizon"]) == ["always_file", "heuristic"]
+    assert run["cuts"]["always_file"]["episodes"] == stage["episodes"]
+    assert (tmp_path / "cuts_reference.json").is_file()
 
 
 def test_steps_command_reproduces_each_override_as_its_own_flag() -> None:
