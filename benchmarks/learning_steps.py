@@ -34,7 +34,6 @@ TARGET_GAIN = 0.10
 start by this much, with a paired 95% interval that excludes 0 (issue 26)."""
 AIM = 0.80
 TIME_LIMIT_S = 3600
-CUDA_BATCH = 64
 
 
 def cut_rows(episodes: int) -> list[dict[str, Any]]:
@@ -47,15 +46,7 @@ def evaluate_cuts(policy: str, rows: list[dict[str, Any]], reply_tokens: int) ->
     """One reply per held-out decision cut, scored like the rewards score it."""
     from pipeline.evaluation.cuts import score_policy
 
-    settings: dict[str, Any] = {}
-    if policy.startswith("checkpoint:"):
-        import torch
-
-        # A GPU decodes a whole held-out set in a few batches; a CPU keeps batches small.
-        settings = {
-            "max_new_tokens": reply_tokens,
-            "batch_size": CUDA_BATCH if torch.cuda.is_available() else 8,
-        }
+    settings = {"max_new_tokens": reply_tokens} if policy.startswith("checkpoint:") else {}
     return score_policy(policy, rows, **settings)
 
 
