@@ -141,6 +141,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reply-tokens", type=int, default=96, help="Steps: tokens of a reply")
     parser.add_argument("--steps-sft", type=int, default=12, help="Steps: blind warm-start steps")
     parser.add_argument(
+        "--steps-warm",
+        type=Path,
+        default=None,
+        help="Steps: start GRPO from this saved warm-start adapter (an earlier run's "
+        "<output-dir>/steps/warm) instead of training --steps-sft blind SFT steps again",
+    )
+    parser.add_argument(
         "--steps-set", action="append", help="Steps: extra config override (section.key=value)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -440,8 +447,8 @@ def run_command(mode: str, args: dict[str, str]) -> str:
 def steps_command(args: dict[str, str]) -> str:
     """The command line of a steps run (its steps arguments)."""
     parts = [run_command("steps", args)]
-    for key in ("horizon_episodes", "reply_tokens", "steps_sft"):
-        if key in args:
+    for key in ("horizon_episodes", "reply_tokens", "steps_sft", "steps_warm"):
+        if args.get(key) not in (None, "None"):
             parts.append(f"--{key.replace('_', '-')} {args[key]}")
     if args.get("steps_set") not in (None, "None"):
         import ast

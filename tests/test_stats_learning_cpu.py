@@ -214,3 +214,25 @@ def test_steps_command_reproduces_each_override_as_its_own_flag() -> None:
     args = {"quick": "True", "reply_tokens": "16", "steps_set": "['a.b=1', 'training.x=2']"}
     command = steps_command(args)
     assert command.endswith("--reply-tokens 16 --steps-set a.b=1 --steps-set training.x=2")
+
+
+def test_a_reused_warm_start_counts_its_training_time_or_shows_no_time_target(tmp_path) -> None:
+    """`--steps-warm` skips the SFT in this run: the hour must still include it."""
+    import json
+
+    from benchmarks.learning_cpu import steps_command
+    from benchmarks.learning_steps import WARM_RECORD, steps_targets, warm_record
+
+    base = {"seconds": 3000.0, "frac_reward_zero_std": [0.0], "warm_from": str(tmp_path)}
+    assert warm_record(tmp_path)["seconds"] is None
+    stage = {"episodes": [{"decision_accuracy": 1.0, "grade": 1.0}]}
+    run = {**base, "warm_start": warm_record(tmp_path), "cuts": {"grpo": stage}}
+    text = steps_targets(run, {})[0]
+    assert "run under 60 min: not shown (warm start reused from" in text
+    (tmp_path / WARM_RECORD).write_text(json.dumps({"sft_steps": 48, "seconds": 1708.0}))
+    run["warm_start"] = warm_record(tmp_path)
+    assert "run under 60 min: NOT met (4708 s)" in steps_targets(run, {})[0]
+    run["warm_start"]["seconds"] = 500.0
+    assert "run under 60 min: met (3500 s)" in steps_targets(run, {})[0]
+    command = steps_command({"reply_tokens": "16", "steps_warm": str(tmp_path)})
+    assert command.endswith(f"--reply-tokens 16 --steps-warm {tmp_path}")
