@@ -447,8 +447,9 @@ def run_command(mode: str, args: dict[str, str]) -> str:
 def steps_command(args: dict[str, str]) -> str:
     """The command line of a steps run (its steps arguments)."""
     parts = [run_command("steps", args)]
+    reused = args.get("steps_warm") not in (None, "None")  # then no SFT step runs
     for key in ("horizon_episodes", "reply_tokens", "steps_sft", "steps_warm"):
-        if args.get(key) not in (None, "None"):
+        if args.get(key) not in (None, "None") and not (key == "steps_sft" and reused):
             parts.append(f"--{key.replace('_', '-')} {args[key]}")
     if args.get("steps_set") not in (None, "None"):
         import ast

@@ -178,10 +178,10 @@ def test_a_turn_resumed_from_kept_keys_and_values_decodes_the_same_and_encodes_o
         resumed = generate(
             model, second, 6, {-1}, pad_id=7, batch_size=3, prefix=prefix, resume=states
         )
-        prefill = sum(columns[: len(columns) - 6])  # the last 6 passes decode one token each
+        prefill = sum(columns[: len(columns) - 5])  # then 5 passes decode one token each
         columns.clear()
         again = generate(model, second, 6, {-1}, pad_id=7, batch_size=3, prefix=prefix)
-        prefill_again = sum(columns[: len(columns) - 6])
+        prefill_again = sum(columns[: len(columns) - 5])
     finally:
         handle.remove()
     assert resumed == again == [_one_by_one(model, p, 6, {-1}) for p in second]
@@ -218,7 +218,7 @@ def test_ragged_new_parts_are_encoded_row_by_row_and_decode_like_one_by_one(monk
     finally:
         handle.remove()
     assert replies == [_one_by_one(model, p, 5, {-1}) for p in prompts]
-    prefill = sum(columns[: len(columns) - 5])  # the last 5 passes decode one token each
+    prefill = sum(columns[: len(columns) - 4])  # then 4 passes (the 5th token needs none)
     assert prefill == 2 + 3 + 30  # not 3 x 30
 
 
@@ -246,7 +246,7 @@ def test_a_resumed_turn_with_one_long_result_encodes_each_rows_new_part_alone(mo
     finally:
         handle.remove()
     assert resumed == [_one_by_one(model, p, 4, {-1}) for p in second]
-    prefill = sum(columns[: len(columns) - 4])
+    prefill = sum(columns[: len(columns) - 3])  # then 3 passes decode one token each
     assert prefill == 2 + (len(second[1]) - 12) + 40 + 1
 
 
@@ -282,3 +282,19 @@ def test_guarded_decoding_never_repeats_an_ngram_and_matches_until_the_first_rep
         cut = _first_repeat(free_row, 3)
         if cut is not None:
             assert guarded_row[:cut] == free_row[:cut] and guarded_row[cut] != free_row[cut]
+
+
+def test_rows_are_batched_shortest_first_and_replies_come_back_in_order() -> None:
+    """A left-padded batch encodes its longest row's columns for every row: mixed lengths are
+    sorted into batches of like length, and each reply still lands at its own prompt."""
+    model, _ = _tiny()
+    rng = torch.Generator().manual_seed(4)
+    prefix, prompts = _prompts(rng, 10, (30, 2, 31, 3))
+    columns, handle = _encoded_columns(model)
+    try:
+        replies = generate(model, prompts, 1, {-1}, pad_id=7, batch_size=2)
+    finally:
+        handle.remove()
+    assert replies == [_one_by_one(model, p, 1, {-1}) for p in prompts]
+    # prefix (10 tokens, less the rows' one own token each) + a short batch + a long batch
+    assert columns == [10, 3, 31]

@@ -74,6 +74,35 @@ def test_log_probabilities_equal_the_full_forward(batch: dict) -> None:
     assert diff < 1e-4, diff
 
 
+def test_a_prompt_encoded_by_the_sampling_gives_the_same_logits_and_stays_reusable(
+    batch: dict,
+) -> None:
+    from pipeline.decoding.batch_generation import encode_prefix
+
+    model, prompt = batch["model"], tuple(batch["prompt"])
+    encoded = encode_prefix(model, list(prompt[:-1])).cache
+    own = context_logits(model, prompt, batch["replies"], batch["mask"])
+    for _ in range(2):  # a second group reading the same encoding sees it unchanged
+        reused = context_logits(model, prompt, batch["replies"], batch["mask"], encoded=encoded)
+        assert torch.equal(reused, own)
+    assert encoded.layers[0].keys.shape[0] == 1
+
+
+def test_a_sampled_prompt_is_reused_only_in_the_step_that_sampled_it() -> None:
+    from types import SimpleNamespace
+
+    from pipeline.decoding.trainer_sampling import sampled_prefix
+
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=3))
+    assert sampled_prefix(trainer, (1, 2, 3)) is None  # nothing sampled yet
+    trainer._sampled_prefixes = (3, {(1, 2): "cache"})
+    assert sampled_prefix(trainer, (1, 2, 3)) == "cache"
+    assert sampled_prefix(trainer, (1, 2, 4)) == "cache"  # only the last token differs
+    assert sampled_prefix(trainer, (1, 5, 3)) is None
+    trainer.state.global_step = 4  # a later optimizer step (num_iterations > 1): new weights
+    assert sampled_prefix(trainer, (1, 2, 3)) is None
+
+
 def test_gradient_points_the_same_way_as_the_full_one(batch: dict) -> None:
     full = _gradient(batch, _full(batch))
     context = _gradient(batch, _context(batch))
@@ -107,7 +136,10 @@ def test_a_steps_run_trains_with_a_fixed_context(tmp_path: Path, monkeypatch) ->
 
     def counted(*args, **kwargs):
         calls.append(args[2].shape)
+        reused.append(kwargs.get("encoded") is not None)
         return real(*args, **kwargs)
+
+    reused: list[bool] = []
 
     monkeypatch.setattr(module, "context_logits", counted)
     cfg = load_config(
@@ -134,6 +166,11 @@ def test_a_steps_run_trains_with_a_fixed_context(tmp_path: Path, monkeypatch) ->
     assert (tmp_path / "final/adapter_model.safetensors").exists()
     groups = [shape for shape in calls if shape[0] == 4]  # GRPO: one group of 4 per step
     assert len(groups) >= 2 and len(calls) - len(groups) == 2  # SFT: 1 step of 2 single rows
+    # Every GRPO group read its prompt from the step's sampling; the SFT rows encoded their own.
+    assert [r for r, shape in zip(reused, calls, strict=True) if shape[0] == 4] == [True] * len(
+        groups
+    )
+    assert not any(r for r, shape in zip(reused, calls, strict=True) if shape[0] == 1)
 
 
 def test_sft_loss_with_a_fixed_context_equals_the_full_completion_loss(batch: dict) -> None:

@@ -234,5 +234,5 @@ def test_a_reused_warm_start_counts_its_training_time_or_shows_no_time_target(tm
     assert "run under 60 min: NOT met (4708 s)" in steps_targets(run, {})[0]
     run["warm_start"]["seconds"] = 500.0
     assert "run under 60 min: met (3500 s)" in steps_targets(run, {})[0]
-    command = steps_command({"reply_tokens": "16", "steps_warm": str(tmp_path)})
+    command = steps_command({"reply_tokens": "16", "steps_sft": "12", "steps_warm": str(tmp_path)})
     assert command.endswith(f"--reply-tokens 16 --steps-warm {tmp_path}")

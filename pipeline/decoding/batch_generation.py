@@ -285,8 +285,11 @@ def generate(
             elif not all(prefix.starts(p) for p in prompts):
                 raise ValueError("every prompt must start with the shared prefix")
             shared = len(prefix.ids) if prefix else 0
+            order = batch_order(prompts, keyed=resume is not None or states is not None)
+            replies = [[] for _ in prompts]
             for start in range(0, len(prompts), batch_size):
-                batch = [list(p[shared:]) for p in prompts[start : start + batch_size]]
+                chosen = order[start : start + batch_size]
+                batch = [list(prompts[i][shared:]) for i in chosen]
                 out, kept = _decode_batch(
                     model,
                     batch,
@@ -302,12 +305,22 @@ def generate(
                     states is not None,
                     ban,
                 )
-                replies += out
+                for i, reply in zip(chosen, out, strict=True):
+                    replies[i] = reply
                 if states is not None:
                     states += kept
     finally:
         base.set_attn_implementation(previous)
     return replies
+
+
+def batch_order(prompts: Sequence[Sequence[int]], keyed: bool) -> list[int]:
+    """The order rows are batched in: shortest first, so a batch of left-padded rows pays for
+    about its own lengths rather than for the longest prompt of a random mix (held-out decision
+    cuts run 1.8k-3.7k tokens). ``keyed`` (per-row states travel with the rows): as given."""
+    if keyed:
+        return list(range(len(prompts)))
+    return sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
 
 
 def encode_prefix(model: Any, ids: list[int]) -> SharedPrefix:
@@ -395,7 +408,7 @@ def _decode_batch(
             logits, cache = _step(
                 model, ids[:, begin:end], mask[:, :end], positions[:, begin:end], cache
             )
-        for _ in range(max_new_tokens):
+        for step in range(max_new_tokens):
             if ban is not None:
                 for index, row in enumerate(rows):
                     if not done[index] and (banned := ban(out[row])):
@@ -408,6 +421,8 @@ def _decode_batch(
                     stopped[i] = True
             done |= stopped
             if bool(done.all()):
+                break
+            if step == max_new_tokens - 1 and not keep_states:  # its logits would go unused
                 break
             ids = token.unsqueeze(-1)
             positions = positions[:, -1:] + 1

@@ -4,9 +4,10 @@ A GRPO group is one prompt repeated G times. ``model.generate`` encodes that pro
 G copies of its KV cache and copies each of them once per query head at every sampled token; on a
 2-core CPU that is most of a GRPO step (AML plan mode: ~360 ms per token for G=4). ``fast_sampling``
 gives TRL's GRPOTrainer a generation step that encodes the shared prompt once and samples every
-completion against that one copy (``batch_generation.generate`` with ``sampling_choice``). It takes
-over only where it samples the same distribution as ``generate``: no vLLM, no images, and TRL's
-sampling settings limited to temperature, top-k and top-p. Anything else goes to TRL unchanged.
+completion against that one copy (``generate_by_prompt``: ``batch_generation.generate`` with
+``sampling_choice``, once per group of a batch). It takes over only where it samples the same
+distribution as ``generate``: no vLLM, no images, and TRL's sampling settings limited to
+temperature, top-k and top-p. Anything else goes to TRL unchanged.
 
 In plan mode a completion also ends at its decision (``decision_reached``): the replay stops at the
 first terminal call and ignores the rest, so the tokens after it cost time, earn nothing and, left
@@ -66,6 +67,45 @@ def end_decided(
     ]
 
 
+def generate_by_prompt(
+    model: Any,
+    prompt_ids: list[list[int]],
+    *args: Any,
+    encoded: dict[tuple[int, ...], Any] | None = None,
+    **kwargs: Any,
+) -> list[list[int]]:
+    """``batch_generation.generate`` for a GRPO batch, one call per distinct prompt (its G rows),
+    completions in the batch's order. A batch of several groups shares only the system message:
+    decoded together, every row would encode its whole case again (8 rows for 2 prompts at G=4,
+    each padded to the longer case); per group, the case is encoded once. ``encoded``: a dict
+    that receives each prompt's cache (the prompt but its last token), keyed by that prefix."""
+    from pipeline.decoding.batch_generation import encode_prefix, generate
+
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for row, ids in enumerate(prompt_ids):
+        groups.setdefault(tuple(ids), []).append(row)
+    completions: list[list[int]] = [[] for _ in prompt_ids]
+    for ids, rows in groups.items():
+        prefix = encode_prefix(model, list(ids[:-1])) if len(ids) > 1 else None
+        if prefix is not None and encoded is not None:
+            encoded[ids[:-1]] = prefix.cache
+        prompts = [list(ids)] * len(rows)
+        replies = generate(model, prompts, *args, batch_size=len(rows), prefix=prefix, **kwargs)
+        for row, reply in zip(rows, replies, strict=True):
+            completions[row] = reply
+    return completions
+
+
+def sampled_prefix(trainer: Any, prompt: tuple[int, ...]) -> Any | None:
+    """The cache of ``prompt`` but its last token that ``trainer``'s sampling encoded in this
+    optimizer step, or None. Only the same step's weights made it: TRL reuses a step's samples
+    in later steps when ``num_iterations`` > 1, and those must encode the prompt again."""
+    step, caches = getattr(trainer, "_sampled_prefixes", (None, {}))
+    if step != trainer.state.global_step:
+        return None
+    return caches.get(tuple(prompt[:-1]))
+
+
 def fast_sampling_applies(trainer: Any, multimodal_fields: Any, images: Any) -> bool:
     """Whether ``trainer``'s next generation can use the shared-prefix sampler."""
     return (
@@ -85,7 +125,7 @@ def fast_sampling_trainer(base: type, terminal: set[str] | None = None) -> type:
     import torch
     from trl.models import unwrap_model_for_generation
 
-    from pipeline.decoding.batch_generation import generate, sampling_choice
+    from pipeline.decoding.batch_generation import sampling_choice
 
     class SharedPrefixGRPOTrainer(base):  # type: ignore[misc, valid-type]
         """GRPOTrainer whose CPU sampling encodes each group's prompt once (module docstring)."""
@@ -106,20 +146,23 @@ def fast_sampling_trainer(base: type, terminal: set[str] | None = None) -> type:
             )
             tools = self.decision_tools
             decided = decision_reached(self._tokenizer, tools) if tools else None
+            encoded: dict[tuple[int, ...], Any] = {}
+            self._sampled_prefixes = (None, {})  # the last step's caches go now, not after
             with unwrap_model_for_generation(
                 self.model_wrapped, self.accelerator, generation_kwargs=self.generation_kwargs
             ) as model:
-                completions = generate(
+                completions = generate_by_prompt(
                     model,
                     prompt_ids,
                     self.max_completion_length,
                     set(self.eos_token_ids),
                     self._tokenizer.pad_token_id,
-                    batch_size=len(prompt_ids),
                     choose=choose,
                     keep_stop=True,  # TRL trains the end-of-turn token of finished completions
                     finished=decided,
+                    encoded=encoded,
                 )
+            self._sampled_prefixes = (self.state.global_step, encoded)
             if decided is not None:
                 end = self._tokenizer.eos_token_id  # TRL counts it among self.eos_token_ids
                 completions = end_decided(completions, decided, end, self.max_completion_length)

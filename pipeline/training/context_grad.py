@@ -5,7 +5,8 @@ scores a group of G replies by running G full sequences through the model and ba
 CPU that is ~6 minutes per group of 8 (95 s for the forward and backward of two 3.3k-token rows).
 Here the prompt but its last token is encoded once per group, without gradient, and the G replies
 are run (with gradient) against that one cache: the same log-probabilities (to float rounding),
-at ~1/10 of the cost.
+at ~1/10 of the cost. Where the step's own sampling already encoded it with the same weights
+(``trainer_sampling.sampled_prefix``), that encoding is used and the prompt is not read again.
 
 What it changes is the gradient. The adapter's effect on how the prompt itself is encoded (its
 keys and values at every layer) is held fixed for the step; the replies' own queries, keys,
@@ -29,9 +30,13 @@ def groups_by_prompt(prompt_ids: Any, prompt_mask: Any) -> dict[tuple[int, ...],
     return groups
 
 
-def context_logits(model: Any, prompt: tuple[int, ...], completions: Any, mask: Any) -> Any:
+def context_logits(
+    model: Any, prompt: tuple[int, ...], completions: Any, mask: Any, encoded: Any = None
+) -> Any:
     """Logits predicting each token of ``completions`` ([g, C]) after ``prompt``, the prompt but
-    its last token encoded without gradient and shared by the g rows."""
+    its last token encoded without gradient and shared by the g rows. ``encoded``: that
+    encoding's cache when the caller already has it (the step's sampling made it with the same
+    weights), else it is encoded here."""
     import torch
 
     from pipeline.decoding.batch_generation import encode_prefix
@@ -39,10 +44,9 @@ def context_logits(model: Any, prompt: tuple[int, ...], completions: Any, mask: 
     device = completions.device
     g, c = completions.shape
     context, last = list(prompt[:-1]), prompt[-1]
-    cache = encode_prefix(model, context).cache  # the shared prefix of batched decoding
-    for layer in cache.layers:
-        layer.keys = layer.keys.expand(g, -1, -1, -1)
-        layer.values = layer.values.expand(g, -1, -1, -1)
+    if encoded is None:
+        encoded = encode_prefix(model, context).cache  # the shared prefix of batched decoding
+    cache = _rows_of(encoded, g)
     suffix = torch.cat([torch.full((g, 1), last, device=device), completions], dim=1)
     n = len(context)
     attention = torch.cat([torch.ones(g, n + 1, dtype=mask.dtype, device=device), mask], dim=1)
@@ -57,11 +61,31 @@ def context_logits(model: Any, prompt: tuple[int, ...], completions: Any, mask: 
     return out.logits[:, :-1, :]
 
 
+def _rows_of(encoded: Any, g: int) -> Any:
+    """A new cache whose layers show ``encoded``'s keys and values to ``g`` rows (views, no
+    copy); the forward pass grows the new cache, so ``encoded`` can serve another group."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    layers = []
+    for source in encoded.layers:
+        layer = DynamicLayer()
+        layer.lazy_initialization(source.keys, source.values)
+        layer.keys = source.keys.expand(g, -1, -1, -1)
+        layer.values = source.values.expand(g, -1, -1, -1)
+        layers.append(layer)
+    cache = DynamicCache()
+    cache.layers = layers
+    return cache
+
+
 def context_grad_trainer(base: type) -> type:
     """A subclass of TRL's GRPOTrainer ``base`` whose log-probabilities take the prompt as fixed
     context (module docstring); images, Liger kernels and MoE aux losses go to TRL unchanged."""
     import torch
     from trl.trainer.utils import selective_log_softmax, selective_log_softmax_and_entropy
+
+    from pipeline.decoding.trainer_sampling import sampled_prefix
 
     class ContextGradGRPOTrainer(base):  # type: ignore[misc, valid-type]
         """GRPOTrainer scoring each group against its prompt encoded once, without gradient."""
@@ -87,7 +111,13 @@ def context_grad_trainer(base: type) -> type:
             entropies = [None] * input_ids.size(0)
             for prompt, rows in groups.items():
                 index = torch.tensor(rows, device=input_ids.device)
-                logits = context_logits(model, prompt, completions[index], completion_mask[index])
+                logits = context_logits(
+                    model,
+                    prompt,
+                    completions[index],
+                    completion_mask[index],
+                    encoded=sampled_prefix(self, prompt),
+                )
                 if given.get("compute_entropy"):
                     lp, ent = selective_log_softmax_and_entropy(
                         logits,
