@@ -304,11 +304,16 @@ def steps_targets(run: dict[str, Any], gains: dict[str, Any]) -> list[str]:
     ]
 
 
+def reused_seconds(run: dict[str, Any]) -> float | None:
+    """The SFT seconds of the warm adapter a run reused, from its record (None if unrecorded)."""
+    return (run.get("warm_start") or {}).get("seconds")
+
+
 def total_seconds(run: dict[str, Any]) -> float | None:
     """The run's own seconds plus, when it reused a warm adapter, that adapter's SFT seconds."""
     if not run.get("warm_from"):
         return run["seconds"]
-    reused = (run.get("warm_start") or {}).get("seconds")
+    reused = reused_seconds(run)
     return None if reused is None else run["seconds"] + reused
 
 
@@ -316,7 +321,7 @@ def warm_phrase(run: dict[str, Any]) -> str:
     """How the run got its warm start, for the report's command line."""
     if not run.get("warm_from"):
         return f"warm start + model load {run['warm_seconds']:.0f} s"
-    reused = (run.get("warm_start") or {}).get("seconds")
+    reused = reused_seconds(run)
     trained = "its training time not recorded" if reused is None else f"trained in {reused:.0f} s"
     return (
         f"warm start reused from `{run['warm_from']}` ({trained}, counted in the time target), "

@@ -125,7 +125,8 @@ def _preallocated_layer_class() -> type:
     return PreallocatedLayer
 
 
-def _cache_of(layers: list[Any]) -> Any:
+def cache_of(layers: list[Any]) -> Any:
+    """A ``DynamicCache`` made of the given layers (transformers builds its own otherwise)."""
     from transformers import DynamicCache
 
     cache = DynamicCache()
@@ -140,14 +141,14 @@ def _suffix_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
     for layer in prefix_cache.layers:
         shape = (batch, layer.keys.shape[1], capacity, layer.keys.shape[3])
         layers.append(layer_class(layer.keys.new_empty(shape), layer.keys.new_empty(shape)))
-    return _cache_of(layers)
+    return cache_of(layers)
 
 
 def _row_view(cache: Any, row: int, offset: int, length: int) -> Any:
     """A one-row cache that writes row ``row`` of a suffix cache from column ``offset`` on, with
     ``length`` positions already filled: a row encoded alone lands where the batch reads it."""
     layer_class = _preallocated_layer_class()
-    return _cache_of(
+    return cache_of(
         [
             layer_class(
                 layer._keys[row : row + 1, :, offset:],
@@ -276,7 +277,7 @@ def generate(
     base.set_attn_implementation(GQA_ATTENTION)
     if prefix is None and (resume is not None or states is not None):
         raise ValueError("resume and states need a fixed shared prefix")
-    replies: list[list[int]] = []
+    replies: list[list[int]] = [[] for _ in prompts]
     try:
         with torch.no_grad():
             if prefix is None:
@@ -286,7 +287,6 @@ def generate(
                 raise ValueError("every prompt must start with the shared prefix")
             shared = len(prefix.ids) if prefix else 0
             order = batch_order(prompts, keyed=resume is not None or states is not None)
-            replies = [[] for _ in prompts]
             for start in range(0, len(prompts), batch_size):
                 chosen = order[start : start + batch_size]
                 batch = [list(prompts[i][shared:]) for i in chosen]
@@ -301,7 +301,7 @@ def generate(
                     choose,
                     keep_stop,
                     finished,
-                    resume[start : start + batch_size] if resume is not None else None,
+                    [resume[i] for i in chosen] if resume is not None else None,
                     states is not None,
                     ban,
                 )

@@ -64,8 +64,9 @@ def context_logits(
 def _rows_of(encoded: Any, g: int) -> Any:
     """A new cache whose layers show ``encoded``'s keys and values to ``g`` rows (views, no
     copy); the forward pass grows the new cache, so ``encoded`` can serve another group."""
-    from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
+
+    from pipeline.decoding.batch_generation import cache_of
 
     layers = []
     for source in encoded.layers:
@@ -74,9 +75,7 @@ def _rows_of(encoded: Any, g: int) -> Any:
         layer.keys = source.keys.expand(g, -1, -1, -1)
         layer.values = source.values.expand(g, -1, -1, -1)
         layers.append(layer)
-    cache = DynamicCache()
-    cache.layers = layers
-    return cache
+    return cache_of(layers)
 
 
 def context_grad_trainer(base: type) -> type:
