@@ -11,7 +11,7 @@ from env.base import ToolCallAction
 from env.rollout import play
 from env.seeds import split_seeds
 
-SEEDS = split_seeds("eval", 60)  # the 300-seed figures are in env/gang/README.md
+SEEDS = split_seeds("eval", 120)  # the 300-seed figures are in env/gang/README.md
 
 
 def _mean(policy: str, task: str) -> float:

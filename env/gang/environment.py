@@ -18,9 +18,10 @@ from typing import Any
 
 from env.base import EnvConfig, Grade, ToolEnvironment, ToolError
 from env.gang.config import GangConfig, TaskSettings
+from env.gang.generate import build_world
 from env.gang.grading import grade_flags
 from env.gang.tools import GangTools
-from env.gang.world import World, build_world, evade
+from env.gang.world import World, evade
 
 ALERT_REASONS = (
     "burst of new follows",
@@ -82,45 +83,41 @@ class GangEnvironment(GangTools, ToolEnvironment):
         w = self.world
         assert w is not None
         alerts = [
-            {"account_id": w.accounts[i].id, "reason": self._rng.choice(ALERT_REASONS)}
-            for i in w.alerts
+            {"account_id": w.id_of(i), "reason": self._rng.choice(ALERT_REASONS)} for i in w.alerts
         ]
         result = {
-            "accounts_total": len(w.accounts),
+            "accounts_total": w.n,
             "alerts": alerts,
-            "recently_active": [w.accounts[i].id for i in w.sample],
+            "recently_active": [w.id_of(i) for i in w.sample],
             "step_limit": self.config.max_steps,
         }
         return result, (
-            f"{len(w.accounts)} accounts, {len(alerts)} alerts. Find the gang (if any), flag its "
+            f"{w.n} accounts, {len(alerts)} alerts. Find the gang (if any), flag its "
             "members, then submit."
         )
 
     def _before_call(self, spec, kwargs: dict[str, Any]) -> None:
         at = self.settings.evade_at
         if at and self.evasion is None and self.step_count >= at and self.world is not None:
-            rng = self._rng
-            self.evasion = evade(
-                self.world, rng, self.config, lambda: f"ip-{rng.getrandbits(24):06x}r"
-            )  # type: ignore[arg-type]
+            self.evasion = evade(self.world, self._rng, self.config)
 
     def _account(self, account_id: str) -> int:
         assert self.world is not None
-        idx = self.world.by_id.get(str(account_id).strip())
+        idx = self.world.index_of(account_id)
         if idx is None:
             raise ToolError(f"unknown account {account_id!r}; ids look like 'u12345'")
         return idx
 
     def _ids(self, indices: set[int] | list[int], exclude: int) -> list[str]:
         assert self.world is not None
-        ids = sorted(self.world.accounts[i].id for i in indices if i != exclude)
+        ids = sorted(self.world.id_of(i) for i in indices if i != exclude)
         return ids[: self.config.list_cap]  # type: ignore[attr-defined]
 
     def _seen(self, *groups: Any) -> None:
         assert self.world is not None
         for group in groups:
             for item in group if isinstance(group, (list, set, tuple)) else [group]:
-                self.touched.add(item if isinstance(item, int) else self.world.by_id[item])
+                self.touched.add(item if isinstance(item, int) else self.world.index_of(item))
 
     # ----- grade and truth ----------------------------------------------------------------------
 
@@ -152,9 +149,9 @@ class GangEnvironment(GangTools, ToolEnvironment):
         if w is None:
             return {}
         return {
-            "gang": [w.accounts[i].id for i in w.gang],
+            "gang": [w.id_of(i) for i in w.gang],
             "clean": not w.gang,
             "category": "gang_present" if w.gang else "gang_absent",
-            "lookalikes": [[kind, [w.accounts[i].id for i in m]] for kind, m in w.lookalikes],
+            "lookalikes": [[kind, [w.id_of(i) for i in m]] for kind, m in w.lookalikes],
             "evasion": dict(self.evasion or {}),
         }

@@ -49,7 +49,7 @@ class GangTools:
         assert w is not None
         mutual = w.following[i] & w.followers[i]
         result = {
-            "account_id": w.accounts[i].id,
+            "account_id": w.id_of(i),
             "mutual": self._ids(mutual, i),
             "mutual_count": len(mutual),
             "following": self._ids(w.following[i] - mutual, i),
@@ -69,7 +69,7 @@ class GangTools:
         w = self.world
         assert w is not None
         a = w.accounts[i]
-        same = self._ids(w.by_photo.get(a.photo, set()), i)
+        same = self._ids(w.sharing("photo", i), i)
         self._seen(i, same)
         return {"account_id": a.id, "web_matches": a.web_matches, "same_photo_accounts": same}
 
@@ -84,7 +84,7 @@ class GangTools:
         w = self.world
         assert w is not None
         a = w.accounts[i]
-        similar = self._ids(w.by_bio.get(a.bio_group, set()), i) if a.bio_group else []
+        similar = self._ids(w.sharing_bio(i), i)
         self._seen(i, similar)
         return {
             "account_id": a.id,
@@ -104,7 +104,7 @@ class GangTools:
         w = self.world
         assert w is not None
         a = w.accounts[i]
-        sharing = w.by_ip.get(a.ip, set()) - {i}
+        sharing = w.sharing("ip", i) - {i}
         listed = self._ids(sharing, i)
         self._seen(i, listed)
         return {
