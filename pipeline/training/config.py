@@ -142,6 +142,9 @@ class DataSection:
     result_style: str = "full"
     """full (one-line JSON) | compact (pipeline/data/compact.py: record lists as tables, lossless) tool
     results, in steps prompts, interactive play and evaluation alike."""
+    balance: bool = False
+    """Train prompts alternate clean and suspicious episodes (the minority repeats), in that order
+    (GRPO's shuffle off), so every step sees both outcomes equally (pipeline/data/balance.py)."""
     prompt_style: str = "full"
     """full | compact: tool list with descriptions or signatures only, in plan prompts
     (pipeline/data/prompts.py) and in the qwen2_5 chat template of interactive ones

@@ -110,6 +110,11 @@ def build_datasets(cfg: TrainConfig) -> tuple[Any, Any | None]:
         if d.n_eval > 0
         else None
     )
+    if d.balance:
+        from pipeline.data.balance import balanced
+
+        seed = int(cfg.training.get("seed", 42))
+        train = type(train).from_list(balanced(train.to_list(), seed), features=train.features)
     if d.mode == "interactive" and len(set(d.envs)) > 1:
         from pipeline.training.interactive import add_environment_column
 
@@ -129,6 +134,10 @@ def build_grpo_config(cfg: TrainConfig, reward_weights: list[float]) -> Any:
         log_completions=cfg.logging.log_completions,
         reward_weights=reward_weights,
     )
+    if cfg.data.balance:
+        fields["shuffle_dataset"] = (
+            False  # the balanced order is the point (pipeline/data/balance.py)
+        )
     if cfg.logging.project:
         fields.setdefault("project", cfg.logging.project)  # trackio reads TrainingArguments.project
         os.environ.setdefault("WANDB_PROJECT", cfg.logging.project)
