@@ -5,8 +5,8 @@ it submits. So the world keeps every attribute as a numpy column (codes, not str
 follows as two compressed adjacency arrays; an ``Account`` object, a follow set or a display
 string is built only when a tool reads it, and the "who shares this IP / photo / bio" lookups
 compare one column. Generation (``env/gang/generate.py``) fills the columns in a few vectorised
-draws: a hard reset costs about a millisecond instead of the ~20 ms of one Python object per
-account and one ``set.add`` per follow (benchmarks/RESULTS.md, bench_server).
+draws: a hard reset costs about 2 ms instead of the 15 ms of one Python object per account
+and one ``set.add`` per follow (benchmarks/RESULTS.md, bench_resets).
 """
 
 from __future__ import annotations
