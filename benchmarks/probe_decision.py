@@ -63,18 +63,23 @@ def prompt_texts(tokenizer: Any, rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def hidden_features(texts: list[str]) -> tuple[dict[str, Any], float, list[int]]:
+def untrained_backend() -> Any:
+    """Untrained SmolLM2 with the training template (compact tool list), as the learning run
+    renders its steps prompts."""
+    from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
+    from pipeline.training.model import smollm2_path
+
+    return CheckpointBackend(
+        smollm2_path(), GenerationSettings(prompt_style="compact", train_template=True)
+    )
+
+
+def hidden_features(backend: Any, texts: list[str]) -> tuple[dict[str, Any], float, list[int]]:
     """Per probe name, an (n, d) array of the untrained model's hidden states; the seconds spent
     and each prompt's token count. One forward pass per prompt, no gradient."""
     import numpy as np
     import torch
 
-    from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
-    from pipeline.training.model import smollm2_path
-
-    backend = CheckpointBackend(
-        smollm2_path(), GenerationSettings(prompt_style="compact", train_template=True)
-    )
     tok, model = backend.tokenizer, backend.model
     feats: dict[str, list[Any]] = {}
     lengths, start = [], time.perf_counter()
@@ -128,8 +133,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     from sklearn.feature_extraction.text import CountVectorizer
 
-    from pipeline.evaluation.backends import CheckpointBackend  # noqa: F401  (import check early)
-
     train, held_out = decision_rows(args.n_train, "train"), decision_rows(args.n_eval, "eval")
     y_train = np.array([r["verdict"] for r in train])
     y_eval = np.array([r["verdict"] for r in held_out])
@@ -137,14 +140,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "%d train cuts (%d file), %d held-out cuts (%d file)",
         len(train), int(y_train.sum()), len(held_out), int(y_eval.sum()),
     )  # fmt: skip
-    from transformers import AutoTokenizer
-
-    from pipeline.training import chat_templates
-    from pipeline.training.model import smollm2_path
-
-    tok = AutoTokenizer.from_pretrained(str(smollm2_path()))
-    chat_templates.apply_tool_chat_template(tok, "compact")
-    texts_train, texts_eval = prompt_texts(tok, train), prompt_texts(tok, held_out)
+    backend = untrained_backend()
+    texts_train = prompt_texts(backend.tokenizer, train)
+    texts_eval = prompt_texts(backend.tokenizer, held_out)
 
     majority = int(y_train.mean() >= 0.5)
     floors = {
@@ -162,7 +160,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     words = CountVectorizer(token_pattern=r"[A-Za-z_]+|\d+", binary=True, min_df=2)
     bag_train = words.fit_transform(texts_train).toarray()
     record("bag_of_words", bag_train, words.transform(texts_eval).toarray())
-    feats, seconds, lengths = hidden_features(texts_train + texts_eval)
+    feats, seconds, lengths = hidden_features(backend, texts_train + texts_eval)
     n = len(train)
     for name, x in feats.items():
         record(f"smollm2_{name}", x[:n], x[n:])

@@ -55,8 +55,9 @@ def honest_columns(g: np.random.Generator, n: int, ids: np.ndarray, ips: dict) -
     exponential = -3.0 * np.log1p(-u[4])  # mean 3
     posts = np.where(u[3] < 0.75, (exponential * age / 10).astype(np.int64), pick(5, 0, 30))
     unique, stock = u[6] < 0.7, (u[6] >= 0.7) & (u[6] < 0.93)
-    photo = np.select([unique, stock], [np.arange(n), -1 - pick(7, 0, STOCK_PHOTOS - 1)], 0)
-    photo[~unique & ~stock] = DEFAULT_AVATAR
+    photo = np.select(
+        [unique, stock], [np.arange(n), -1 - pick(7, 0, STOCK_PHOTOS - 1)], DEFAULT_AVATAR
+    )
     matches = np.select(
         [unique, stock], [np.array([0, 0, 0, 0, 1, 2])[pick(8, 0, 5)], pick(9, 5, 400)], 0
     )
@@ -140,7 +141,7 @@ def crowd_follows(
 class _Members:
     """Look-alike and gang members, written one by one from the episode's ``Random``."""
 
-    def __init__(self, rng: random.Random, cols: dict, world_bits: dict) -> None:
+    def __init__(self, rng: random.Random, cols: dict, next_ip: int, next_photo: int) -> None:
         self.rng, self.cols = rng, cols
         self.bios: dict[int, str] = {}
         self.handles: dict[int, str] = {}
@@ -149,12 +150,13 @@ class _Members:
         self.bio_groups += ["influencer", "gang-template"]
         self.src: list[int] = []
         self.dst: list[int] = []
-        self.next_ip, self.next_photo = world_bits["next_ip"], world_bits["next_photo"]
+        self.serials = {"ip": next_ip, "photo": next_photo}
+        """The next unused label serial of each kind."""
 
-    def fresh(self, what: str) -> int:
-        serial = getattr(self, f"next_{what}")
-        setattr(self, f"next_{what}", serial + 1)
-        return serial
+    def fresh(self, kind: str) -> int:
+        """A new label serial of ``kind`` (``ip`` or ``photo``)."""
+        self.serials[kind] += 1
+        return self.serials[kind] - 1
 
     def bio_group(self, name: str) -> int:
         if name not in self.bio_groups:
@@ -266,7 +268,7 @@ def build_world(task_name: str, rng: random.Random, config: GangConfig) -> World
     }
     proxies = list(range(n_nat + n_vpn, n_nat + n_vpn + n_proxy))
     cols = honest_columns(g, n, g.choice(90000, n, replace=False) + 10000, ips)
-    members = _Members(rng, cols, {"next_ip": ips["residential"] + n, "next_photo": n})
+    members = _Members(rng, cols, next_ip=ips["residential"] + n, next_photo=n)
     clean = rng.random() < config.clean_share
     size = 0 if clean else rng.randint(task.gang_min, task.gang_max)
     order = g.permutation(n)
@@ -303,7 +305,7 @@ def build_world(task_name: str, rng: random.Random, config: GangConfig) -> World
     return World(
         n, labels, cols, following, followers, gang, lookalikes, alerts, sample,
         members.bio_groups, list(GROUPS), members.shared_photos, members.bios, members.handles,
-        members.next_ip,
+        members.serials["ip"],
     )  # fmt: skip
 
 

@@ -145,7 +145,7 @@ class World:
     bios: dict[int, str] = field(default_factory=dict)
     """Bios written whole (look-alike and gang members); the rest print from codes."""
     handles: dict[int, str] = field(default_factory=dict)
-    """Handles written whole (family surnames, renamed gang members)."""
+    """Handles written whole (renamed gang members); the rest print from codes."""
     next_ip: int = 0
     """Serial of the next fresh IP label (evasion moves proxy users to new ones)."""
 

@@ -134,10 +134,8 @@ def build_grpo_config(cfg: TrainConfig, reward_weights: list[float]) -> Any:
         log_completions=cfg.logging.log_completions,
         reward_weights=reward_weights,
     )
-    if cfg.data.balance:
-        fields["shuffle_dataset"] = (
-            False  # the balanced order is the point (pipeline/data/balance.py)
-        )
+    if cfg.data.balance:  # the balanced order is the point (pipeline/data/balance.py)
+        fields["shuffle_dataset"] = False
     if cfg.logging.project:
         fields.setdefault("project", cfg.logging.project)  # trackio reads TrainingArguments.project
         os.environ.setdefault("WANDB_PROJECT", cfg.logging.project)
