@@ -96,6 +96,9 @@ class Script:
     messages: list[dict[str, Any]] = field(default_factory=list)
     expected: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
+    env_s: float = 0.0
+    """Seconds the environment's own ``reset`` and ``step`` took while the script was played
+    in-process: the work a server adds to OpenEnv's per step, without sockets or threads."""
 
 
 def canonical(obs: dict[str, Any]) -> str:
@@ -113,7 +116,9 @@ def build_script(cls: type[ToolEnvironment], session: int, steps: int) -> Script
     while played < steps:
         if done:
             task = task_rng.choice(list(cls.tasks))
+            started = time.perf_counter()
             obs = env.reset(seed=seed, task=task)
+            script.env_s += time.perf_counter() - started
             player = SchemaPlayer(cls.tool_specs(), seed)
             player.observe(obs)
             script.messages.append({"type": "reset", "data": {"task": task, "seed": seed}})
@@ -121,7 +126,9 @@ def build_script(cls: type[ToolEnvironment], session: int, steps: int) -> Script
             script.kinds.append("reset")
             seed += 1
         action = player.act()
+        started = time.perf_counter()
         obs = env.step(action)
+        script.env_s += time.perf_counter() - started
         player.observe(obs)
         done = obs.done
         script.messages.append({"type": "step", "data": action.model_dump(exclude={"metadata"})})
@@ -138,13 +145,17 @@ def echo_script(session: int, steps: int) -> Script:
     env, script, seed, done = EchoEnvironment(), Script(), 1000 * session, True
     for played in range(steps):
         if done:
+            started = time.perf_counter()
             obs = env.reset(seed=seed)
+            script.env_s += time.perf_counter() - started
             script.messages.append({"type": "reset", "data": {"seed": seed}})
             script.expected.append(canonical(obs.model_dump(mode="json")))
             script.kinds.append("reset")
             seed += 1
         action = EchoAction(message=f"session {session} step {played}")
+        started = time.perf_counter()
         obs = env.step(action)
+        script.env_s += time.perf_counter() - started
         done = obs.done
         script.messages.append({"type": "step", "data": action.model_dump(exclude={"metadata"})})
         script.expected.append(canonical(obs.model_dump(mode="json")))
@@ -245,7 +256,14 @@ def bench(env_name: str, sessions: int, steps: int) -> dict[str, Any]:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
-    return {"env": name, "sessions": sessions, "steps_per_session": steps, **figures}
+    env_us = 1e6 * sum(s.env_s for s in scripts) / max(1, figures["steps"])
+    return {
+        "env": name,
+        "sessions": sessions,
+        "steps_per_session": steps,
+        "env_us_per_step": env_us,
+        **figures,
+    }
 
 
 def bench_rounds(envs: list[str], sessions: int, steps: int, rounds: int) -> list[dict[str, Any]]:
@@ -268,7 +286,7 @@ def bench_rounds(envs: list[str], sessions: int, steps: int, rounds: int) -> lis
                 "mismatches": sum(r["mismatches"] for r in rows),
                 **{
                     key: statistics.median(r[key] for r in rows)
-                    for key in ("steps_per_s", "p50_ms", "p99_ms")
+                    for key in ("steps_per_s", "p50_ms", "p99_ms", "env_us_per_step")
                 },
                 "all_steps_per_s": [round(r["steps_per_s"]) for r in rows],
             }
@@ -293,6 +311,22 @@ def _import(target: str) -> type[ToolEnvironment]:
     return resolve(target)
 
 
+def env_budget_us(bare: dict[str, Any]) -> float:
+    """Microseconds per step an environment may add to the bare server and keep 0.9x its
+    steps/s, if its work adds serially to the wall time (the load keeps both cores busy)."""
+    return (1 / SPEED_TARGET - 1) * 1e6 / bare["steps_per_s"]
+
+
+def budget_note(bare: dict[str, Any]) -> str:
+    return (
+        "`env µs/step in-process`: the environment's own `reset` and `step` time per step of "
+        "this load, timed while the scripts are played in-process (no sockets, threads or "
+        f"JSON). The bare server's {bare['steps_per_s']:.0f} steps/s is "
+        f"{1e6 / bare['steps_per_s']:.0f} µs of wall time per step, so 0.9x of it leaves an "
+        f"environment about {env_budget_us(bare):.0f} µs per step of its own work."
+    )
+
+
 def markdown(runs: list[dict[str, Any]], command: str) -> str:
     from benchmarks.results import machine
 
@@ -307,8 +341,8 @@ def markdown(runs: list[dict[str, Any]], command: str) -> str:
         f"to the bare server's medians (target >= {SPEED_TARGET}x steps/s, p99 <= {P99_TARGET}x).",
         "",
         "| env | sessions x steps x rounds | errors | cross-talk mismatches | steps/s (each round) "
-        "| p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target | env µs/step in-process |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         each = ", ".join(str(v) for v in r["all_steps_per_s"])
@@ -317,9 +351,9 @@ def markdown(runs: list[dict[str, Any]], command: str) -> str:
             f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} x {r['rounds']} | "
             f"{r['errors']} | {r['mismatches']} | {r['steps_per_s']:.0f} ({each}) | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['speed_vs_bare']:.2f}x | "
-            f"{r['p99_vs_bare']:.2f}x | {target} |"
+            f"{r['p99_vs_bare']:.2f}x | {target} | {r['env_us_per_step']:.1f} |"
         )
-    lines += ["", f"Measured on {machine()}."]
+    lines += ["", budget_note(runs[0]), "", f"Measured on {machine()}."]
     return "\n".join(lines)
 
 

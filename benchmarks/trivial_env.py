@@ -17,6 +17,8 @@ from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, State
 
+from env.server import UVICORN_SETTINGS
+
 EPISODE_STEPS = 8
 """Steps per echo episode, so that the load resets as an environment's does."""
 
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
-        ws_max_size=4 * 1024 * 1024,
+        **UVICORN_SETTINGS,
     )
 
 

@@ -579,6 +579,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+UVICORN_SETTINGS: dict[str, Any] = {
+    "ws_max_size": 4 * 1024 * 1024,
+    "ws_per_message_deflate": False,
+}
+"""uvicorn's WebSocket settings. No per-message compression: observations are a few hundred bytes
+of JSON, which deflate barely shrinks, while compressing and inflating every frame costs CPU at
+both ends (measured by ``benchmarks/bench_server.py``, RESULTS.md)."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m env.server --env aml --port 8000``: serve one environment with uvicorn."""
     import uvicorn
@@ -598,13 +607,7 @@ def main(argv: list[str] | None = None) -> None:
         max_concurrent_envs=args.max_concurrent_envs,
         session_timeout_s=args.session_timeout or None,
     )
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        ws_max_size=4 * 1024 * 1024,
-    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, **UVICORN_SETTINGS)
 
 
 def __getattr__(name: str) -> Any:

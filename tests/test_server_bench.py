@@ -1,15 +1,31 @@
-"""The load benchmark's own checks: it sees no errors on a sound server and does see cross-talk."""
+"""The load benchmark's own checks: it sees no errors on a sound server and does see cross-talk,
+times the environments' own work, and compares servers run with the same uvicorn settings."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from test_server_app import VaultEnv
 
-from benchmarks.bench_server import bench_rounds, build_script, echo_script, load
+from benchmarks.bench_server import (
+    bench_rounds,
+    budget_note,
+    build_script,
+    echo_script,
+    env_budget_us,
+    load,
+)
 from benchmarks.trivial_env import EPISODE_STEPS, create_app
+from env.server import free_port
 
-from conftest import ServerThread, serve
+from conftest import ServerThread, serve, wait_for_health
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_concurrent_sessions_match_their_in_process_replays():
@@ -45,3 +61,34 @@ def test_rounds_report_medians_and_ratios_to_the_bare_server():
     assert bare["rounds"] == 2 and bare["steps"] == 2 * 3 * 4
     assert len(bare["all_steps_per_s"]) == 2 and bare["errors"] == bare["mismatches"] == 0
     assert bare["speed_vs_bare"] == 1.0 and bare["p99_vs_bare"] == 1.0
+    assert bare["env_us_per_step"] > 0  # the echo env's own time, played in-process
+
+
+def test_scripts_time_only_the_environment_and_the_budget_follows_the_bare_speed():
+    script = build_script(VaultEnv, 0, steps=5)
+    assert 0 < script.env_s < 1.0
+    # 0.9x of a 5,000 steps/s server: 222 µs per step, 22 µs of it for the environment.
+    assert round(env_budget_us({"steps_per_s": 5000.0}), 1) == 22.2
+    note = budget_note({"steps_per_s": 5000.0})
+    assert "200 µs of wall time per step" in note and "about 22 µs" in note
+
+
+@pytest.mark.parametrize(
+    "module", [["env.server", "--env", "aml"], ["benchmarks.trivial_env"]], ids=["env", "bare"]
+)
+def test_servers_decline_per_message_compression_alike(module):
+    """Both servers of the comparison run uvicorn with ``UVICORN_SETTINGS``: a client that offers
+    permessage-deflate (websockets does by default) gets plain frames."""
+    from websockets.sync.client import connect
+
+    port = free_port()
+    command = [sys.executable, "-m", *module, "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        wait_for_health(proc, port)
+        with connect(f"ws://127.0.0.1:{port}/ws") as ws:
+            assert "permessage-deflate" in ws.request.headers["Sec-WebSocket-Extensions"]
+            assert ws.response.headers.get("Sec-WebSocket-Extensions") is None
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
