@@ -145,6 +145,7 @@ def format_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: 
     """
     items = outcomes(completions, **kwargs)
     _log_parse(items, kwargs)
+    _log_decisions(items, kwargs)
     return _safe("format_reward", format_score, items)
 
 
@@ -223,3 +224,53 @@ def _log_parse(items: list[Outcome], kwargs: dict[str, Any]) -> None:
             )
     except Exception:  # logging must never cost a training step
         logger.exception("could not log parse diagnostics")
+
+
+def decision_metrics(
+    items: Sequence[Outcome], keys: Sequence[Any], seen: set[str] | None = None
+) -> dict[str, float]:
+    """What a batch decided, for the training curves: the share of completions that reached a
+    decision, that were right (mean gate), each decision's share, and ``decision/split_groups``,
+    the share of groups (rows with the same key: one prompt's completions) whose decisions were
+    not all equally right. Only split groups carry a decision signal to GRPO; a run whose split
+    share falls towards 0 while one decision's share rises is drifting to that decision.
+
+    ``seen``: decisions met in earlier batches (updated here); each gets its share, 0 if absent
+    now, so a decision's curve does not skip the batches that lacked it."""
+    scored = [(item, key) for item, key in zip(items, keys, strict=True) if not item.broken]
+    if not scored:
+        return {}
+    n = len(scored)
+    metrics = {
+        "decision/decided_rate": sum(i.report.decision_reached for i, _ in scored) / n,
+        "decision/right_rate": sum(decision_gate(i) for i, _ in scored) / n,
+    }
+    decisions = [item.report.grade.decision or "none" for item, _ in scored]
+    seen = set() if seen is None else seen
+    seen.update(decisions)
+    for name in sorted(seen):
+        metrics[f"decision/{name}_share"] = decisions.count(name) / n
+    gates: dict[Any, set[float]] = {}
+    for item, key in scored:
+        gates.setdefault(key, set()).add(decision_gate(item))
+    metrics["decision/split_groups"] = sum(len(g) > 1 for g in gates.values()) / len(gates)
+    return metrics
+
+
+_SEEN_DECISIONS: set[str] = set()
+"""Decisions this process's batches have reached so far (``decision_metrics``' ``seen``)."""
+
+
+def _log_decisions(items: list[Outcome], kwargs: dict[str, Any]) -> None:
+    """``decision_metrics`` through TRL's ``log_metric`` hook, groups keyed by the row's case."""
+    log_metric = kwargs.get("log_metric")
+    if not callable(log_metric) or not items:
+        return
+    try:
+        columns = [kwargs.get(c) or [None] * len(items) for c in ("env", "task", "seed", "prefix")]
+        keys = [repr(key) for key in zip(*columns, strict=False)]
+        keys += [repr(i) for i in range(len(keys), len(items))]  # rows without columns: alone
+        for name, value in decision_metrics(items, keys, _SEEN_DECISIONS).items():
+            log_metric(name, value)
+    except Exception:  # logging must never cost a training step
+        logger.exception("could not log decision metrics")

@@ -16,7 +16,7 @@ from rewards import (
     investigation_reward,
     os_mechanics_reward,
 )
-from rewards.components import WRONG_DECISION_PENALTY
+from rewards.components import WRONG_DECISION_PENALTY, decision_metrics
 from rewards.protocol import render_completion
 from rewards.replay import CACHE
 
@@ -170,3 +170,57 @@ def test_numpy_and_string_seeds_from_a_dataset_rebuild_the_same_episode():
     for seed in (np.int64(SEED), str(SEED)):
         kw = {"env": [ENV], "task": [TASK], "seed": [seed]}
         assert grade_reward(None, [text], **kw) == [episode.report.grade.total]
+
+
+def test_decision_metrics_show_what_a_batch_decided_and_which_groups_split():
+    """Two AML cases, two completions each: one clean case answered once right (close) and once
+    wrong (always_file), one suspicious case filed twice. Only the first group splits."""
+    env, pols = make("aml"), policies("aml")
+
+    def episode(policy: str, seed: int):
+        return play(env, pols[policy](seed), "easy", seed)
+
+    def right(policy: str, seed: int) -> bool:
+        return episode(policy, seed).report.grade.components["decision"] == 1.0
+
+    seeds = split_seeds("eval", 30)
+    clean = next(s for s in seeds if right("always_close", s))
+    dirty = next(s for s in seeds if right("always_file", s))
+    rows = [
+        ("heuristic", clean),
+        ("always_file", clean),
+        ("always_file", dirty),
+        ("heuristic", dirty),
+    ]
+    episodes = [episode(p, s) for p, s in rows]
+    assert [e.report.grade.decision for e in episodes] == [
+        "close_alert",
+        "file_sar",
+        "file_sar",
+        "file_sar",
+    ]
+    metrics: dict[str, float] = {}
+    kw = {
+        "env": ["aml"] * 4,
+        "task": ["easy"] * 4,
+        "seed": [s for _, s in rows],
+        "log_metric": metrics.__setitem__,
+    }
+    format_reward([None] * 4, [render_completion(e.plan) for e in episodes], **kw)
+    assert metrics["decision/decided_rate"] == 1.0
+    assert metrics["decision/right_rate"] == 0.75  # the clean case's filing is wrong
+    assert metrics["decision/file_sar_share"] == 0.75
+    assert metrics["decision/close_alert_share"] == 0.25
+    assert metrics["decision/split_groups"] == 0.5  # the clean case's group only
+
+
+def test_decision_shares_keep_decisions_of_earlier_batches_at_zero():
+    seen = {"close_alert"}
+    _, episode = _heuristic_plan()
+    item = CACHE.outcome(ENV, TASK, SEED, render_completion(episode.plan))
+    metrics = decision_metrics([item, item], ["a", "a"], seen)
+    assert metrics["decision/close_alert_share"] == 0.0
+    assert metrics[f"decision/{episode.report.grade.decision}_share"] == 1.0
+    assert metrics["decision/split_groups"] == 0.0
+    assert episode.report.grade.decision in seen
+    assert decision_metrics([], [], seen) == {}

@@ -109,7 +109,28 @@ def test_dry_run_with_the_configured_cpu_model_trains_saves_and_reloads(tmp_path
         assert (out / name).exists(), name
     header = (out / "log_history.csv").read_text().splitlines()[0]
     assert "rewards/grade_reward/mean" in header
+    assert "decision/split_groups" in header and "decision/decided_rate" in header
     assert (out / "reward_curves.png").stat().st_size > 1000
+
+
+def test_history_plots_decision_shares_under_the_rewards(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from pipeline.training.trainer import write_history
+
+    rows = [
+        {"step": s, "reward": 0.1 * s, "rewards/grade_reward/mean": -1 + 0.2 * s}
+        | {"decision/file_sar_share": 1 - 0.1 * s, "decision/split_groups": 0.5}
+        for s in (1, 2, 3)
+    ]
+    _, png = write_history(rows, tmp_path)
+    assert Image.open(png).size[1] == 900  # two 4.5-inch panels at 100 dpi
+    csv_header = (tmp_path / "log_history.csv").read_text().splitlines()[0]
+    assert "decision/split_groups" in csv_header
+    _, png = write_history(
+        [{k: v for k, v in r.items() if "decision" not in k} for r in rows], tmp_path
+    )
+    assert Image.open(png).size[1] == 450
 
 
 def test_init_adapter_starts_the_run_from_a_saved_adapter(tmp_path: Path) -> None:

@@ -308,7 +308,7 @@ def _peak_gpu_memory_gb() -> float | None:
 
 def write_history(log_history: list[dict[str, Any]], out: Path) -> tuple[Path, Path | None]:
     """``log_history.csv`` (one row per logged step) and ``reward_curves.png`` (mean reward of
-    each component and the total, per step)."""
+    each component and the total, per step; below it the ``decision/`` shares, when logged)."""
     csv_path = out / "log_history.csv"
     columns = sorted({key for row in log_history for key in row})
     with open(csv_path, "w", newline="", encoding="utf-8") as handle:
@@ -325,19 +325,28 @@ def write_history(log_history: list[dict[str, Any]], out: Path) -> tuple[Path, P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for column in curves:
-        points = [(r["step"], r[column]) for r in rows if r.get(column) is not None]
-        if points:
-            label = column.removeprefix("rewards/").removesuffix("/mean")
-            ax.plot(*zip(*points, strict=True), marker="o", label=label)
-    ax.set_xlabel("step")
-    ax.set_ylabel("mean reward")
-    ax.set_title("GRPO reward per component")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    decisions = [c for c in columns if c.startswith("decision/")]
+    panels = 2 if decisions else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(8, 4.5 * panels), squeeze=False)
+    _plot_columns(axes[0][0], rows, curves, "mean reward", "GRPO reward per component")
+    if decisions:  # what the sampled replies decided: drift to one decision shows here first
+        title = "Decisions per step (split_groups: groups whose replies differ in rightness)"
+        _plot_columns(axes[1][0], rows, decisions, "share", title)
     png_path = out / "reward_curves.png"
     fig.tight_layout()
     fig.savefig(png_path, dpi=100)
     plt.close(fig)
     return csv_path, png_path
+
+
+def _plot_columns(ax: Any, rows: list[dict[str, Any]], columns: list[str], ylabel: str, title: str):
+    for column in columns:
+        points = [(r["step"], r[column]) for r in rows if r.get(column) is not None]
+        if points:
+            label = column.removeprefix("rewards/").removesuffix("/mean").removeprefix("decision/")
+            ax.plot(*zip(*points, strict=True), marker="o", label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
