@@ -21,9 +21,9 @@ from websockets.sync.client import connect
 
 from env.base import EnvConfig, Grade, ToolCallAction, ToolEnvironment, ToolError, tool
 from env.client import CLIENTS, ToolEnvClient, client_class
+from env.mcp_server import RESET_TOOL
 from env.registry import names
 from env.rollout import replay
-from env.server import RESET_TOOL
 
 from conftest import serve, wait_for_health
 

@@ -22,8 +22,9 @@ from fastapi.testclient import TestClient
 from test_server_app import VaultEnv
 
 from env.base import ToolEnvironment, ToolError, tool
+from env.mcp_server import RESET_TOOL, STATE_TOOL
 from env.registry import env_class, names
-from env.server import RESET_TOOL, STATE_TOOL, create_env_app
+from env.server import create_env_app
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 

@@ -23,9 +23,10 @@ from mcp.client.streamable_http import streamable_http_client
 from openenv.core import GenericEnvClient
 
 from env.base import ToolObservation
+from env.mcp_server import RESET_TOOL, STATE_TOOL
 from env.registry import env_class, policies
 from env.rollout import play
-from env.server import RESET_TOOL, STATE_TOOL, create_env_app
+from env.server import create_env_app
 
 from conftest import ServerThread, serve
 
