@@ -20,15 +20,8 @@ from env.registry import make, names, policies
 from env.rollout import play
 from env.seeds import split_seeds
 from rewards import REWARD_WEIGHTS_DEFAULT
-from rewards.audit import (
-    CITATION_STRATEGIES,
-    HONEST,
-    audit,
-    cite_all_plan,
-    decision_cuts,
-    degenerate_completions,
-    flip_plan,
-)
+from rewards.audit import CITATION_STRATEGIES, HONEST, audit, decision_cuts, degenerate_completions
+from rewards.audit_plans import cite_all_plan, flip_plan
 from rewards.components import WRONG_DECISION_PENALTY
 from rewards.score import score_batch
 
