@@ -17,6 +17,7 @@ Decision accuracy counts only the policy's own decision: a reply without a termi
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import time
@@ -149,6 +150,7 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
     _, curves = write_history(history, out)
     zero_std = [r["frac_reward_zero_std"] for r in history if "frac_reward_zero_std" in r]
     run = {
+        "decisions": decision_curves(history),
         "seconds": round(time.perf_counter() - start, 1),
         "machine": ran_on,
         "warm_seconds": round(warm_seconds, 1),
@@ -162,6 +164,26 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
     }
     (out / "run.json").write_text(json.dumps(run, indent=1, default=str))
     return {**run, "cuts": cuts, "horizon": horizon}
+
+
+def decision_curves(history: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each ``decision/`` metric the rewards logged (``rewards.components.decision_metrics``),
+    per GRPO step, rounded: what the sampled replies decided while GRPO trained."""
+    names = sorted({k for row in history for k in row if k.startswith("decision/")})
+    return {
+        name.removeprefix("decision/"): [round(r[name], 3) for r in history if name in r]
+        for name in names
+    }
+
+
+def decision_lines(run: dict[str, Any]) -> list[str]:
+    """The training batches' decisions per GRPO step, when the run logged them."""
+    curves = run.get("decisions") or {}
+    if not curves:
+        return []
+    lines = ["Sampled replies per GRPO step (training batches, each decision's share of them):", ""]
+    lines += [f"- `{name}`: {values}" for name, values in curves.items()]
+    return [*lines, ""]
 
 
 WARM_RECORD = "warm_start.json"
@@ -216,7 +238,23 @@ def load_steps(out: Path) -> dict[str, Any]:
         saved["horizon"].update(scripted_horizon(int(run["args"]["horizon_episodes"]), out))
     for kind, order in (("cuts", SCRIPTED + STAGES), ("horizon", HORIZON_SCRIPTED + STAGES)):
         run[kind] = {name: saved[kind][name] for name in order if name in saved[kind]}
+    if "decisions" not in run and (out / "log_history.csv").is_file():
+        run["decisions"] = decision_curves(read_history(out / "log_history.csv"))
     return run
+
+
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """``log_history.csv`` back as TRL's log rows: numbers as floats, empty cells left out."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [{k: _number(v) for k, v in row.items() if v != ""} for row in rows]
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def steps_markdown(run: dict[str, Any], command: str) -> list[str]:
@@ -249,7 +287,7 @@ def steps_markdown(run: dict[str, Any], command: str) -> list[str]:
     if "warm" in horizon and "grpo" in horizon:
         diff = paired_difference(horizon["warm"]["episodes"], horizon["grpo"]["episodes"])
         lines.append(f"| episodes: grpo - warm, grade | {fmt(diff)} |")
-    lines += ["", *steps_targets(run, gains)]
+    lines += ["", *decision_lines(run), *steps_targets(run, gains)]
     return lines
 
 

@@ -186,6 +186,37 @@ def test_steps_report_marks_a_target_met_only_when_its_interval_says_so() -> Non
     blind = {"warm": always_file, "grpo": reference}
     text = "\n".join(steps_markdown({**run, "cuts": blind}, "cmd"))
     assert "decision accuracy >= always_file + 0.10, paired interval above 0: NOT met (" in text
+    assert "Sampled replies per GRPO step" not in text  # a run that logged no decisions
+
+
+def test_steps_report_lists_the_training_batches_decisions_per_step() -> None:
+    from benchmarks.learning_steps import decision_curves, decision_lines
+
+    history = [
+        {"step": 1, "decision/file_sar_share": 0.5, "decision/split_groups": 0.75, "loss": 0.1},
+        {"step": 2, "decision/file_sar_share": 0.8125, "decision/split_groups": 0.25},
+        {"train_runtime": 3.0},
+    ]
+    curves = decision_curves(history)
+    assert curves == {"file_sar_share": [0.5, 0.812], "split_groups": [0.75, 0.25]}
+    text = "\n".join(decision_lines({"decisions": curves}))
+    assert "- `file_sar_share`: [0.5, 0.812]" in text and "- `split_groups`: [0.75, 0.25]" in text
+
+
+def test_decisions_come_back_from_a_saved_history(tmp_path) -> None:
+    """A run saved before run.json kept the decision curves reads them from log_history.csv."""
+    from benchmarks.learning_steps import decision_curves, read_history
+    from pipeline.training.trainer import write_history
+
+    history = [
+        {"step": 1, "reward": 0.5, "decision/close_alert_share": 0.25},
+        {"step": 2, "reward": 0.7, "decision/close_alert_share": 0.5},
+        {"step": 2, "train_runtime": 9.0},
+    ]
+    write_history(history, tmp_path)
+    rows = read_history(tmp_path / "log_history.csv")
+    assert rows[2] == {"step": 2.0, "train_runtime": 9.0}
+    assert decision_curves(rows) == {"close_alert_share": [0.25, 0.5]}
 
 
 def test_a_saved_steps_run_reloads_with_its_baselines_in_order(tmp_path) -> None:
