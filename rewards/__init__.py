@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rewards.components import (
+    decision_reward,
     execution_reward,
     format_reward,
     grade_reward,
@@ -29,6 +30,9 @@ REWARD_WEIGHTS_DEFAULT: dict[str, float] = {
     # the step shaping in execution; weighting this component too would count them twice. It is
     # still computed and logged (weight 0) so the curve can be watched.
     "os_mechanics": 0.0,
+    # The decision alone (right 1, wrong -1): already the gate of every component above, so off
+    # by default; steps runs that train the decision weight it instead of the grade.
+    "decision": 0.0,
 }
 
 REWARD_FUNCTIONS: dict[str, Callable[..., list]] = {
@@ -37,6 +41,7 @@ REWARD_FUNCTIONS: dict[str, Callable[..., list]] = {
     "execution": execution_reward,
     "grade": grade_reward,
     "os_mechanics": os_mechanics_reward,
+    "decision": decision_reward,
 }
 
 
@@ -61,7 +66,8 @@ def build_reward_functions(
         weights: Component name -> weight; names not given keep ``REWARD_WEIGHTS_DEFAULT``.
 
     Returns:
-        ``(funcs, weights)`` in the order format, investigation, execution, grade, os_mechanics.
+        ``(funcs, weights)`` in the order format, investigation, execution, grade, os_mechanics,
+        decision.
     """
     resolved = resolve_weights(weights)
     return [REWARD_FUNCTIONS[n] for n in resolved], list(resolved.values())
@@ -77,6 +83,7 @@ __all__ = [
     "grade_reward",
     "investigation_reward",
     "os_mechanics_reward",
+    "decision_reward",
     "parse_tool_calls",
     "resolve_weights",
 ]

@@ -1,4 +1,4 @@
-"""The five reward components, one plain TRL reward function each.
+"""The six reward components, one plain TRL reward function each.
 
 Every function has TRL's signature ``f(prompts, completions, **kwargs) -> list[float | None]`` and
 reads the dataset columns ``env``, ``task`` and ``seed`` (and, in steps mode, ``prefix``) from
@@ -18,6 +18,8 @@ report, so no signal is counted twice:
   never reach one, score ``-WRONG_DECISION_PENALTY`` (``gate * grade - (1 - gate) * penalty``).
 - ``os_mechanics_reward``: the environment's ``os_mechanics`` effect metric (AML) times the decision
   gate, or ``None`` for environments that do not measure one (TRL then ignores it for that row).
+- ``decision_reward``: the decision alone, 1 right and -1 wrong or undecided; weight 0 by default
+  (logged), for runs that train the decision itself (its docstring says why).
 
 The decision first (``decision_gate``): every part that does not depend on the decision (evidence
 revealed, OS mechanics, positive step shaping) pays only as far as the decision was right. The
@@ -189,6 +191,22 @@ def grade_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: A
     """The episode's terminal grade in [0, 1] with the right decision;
     ``-WRONG_DECISION_PENALTY`` when the decision is wrong or the calls never reach one."""
     return _safe("grade_reward", _grade, outcomes(completions, **kwargs))
+
+
+def decision_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
+    """The decision alone, in [-1, 1]: ``2 * gate - 1`` (right 1, wrong or undecided -1).
+
+    Off by default (weight 0, logged). ``grade_reward`` pays a right decision its grade, and the
+    grade of a right decision differs between decisions: a right ``close_alert`` earns its
+    efficiency at once, a right ``file_sar`` only with the right typology and subjects. So for a
+    policy that cannot yet read the case, one decision pays more on average whatever the case, and
+    GRPO's update pushes every prompt towards it: the drift of the steps learning runs. This
+    component pays every right decision the same, for runs that train the decision itself."""
+    return _safe("decision_reward", _decision, outcomes(completions, **kwargs))
+
+
+def _decision(item: Outcome) -> float:
+    return round(2.0 * decision_gate(item) - 1.0, 6)
 
 
 def os_mechanics_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):

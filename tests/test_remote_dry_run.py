@@ -29,6 +29,7 @@ REWARDS = [
     "execution_reward",
     "grade_reward",
     "os_mechanics_reward",
+    "decision_reward",
 ]
 
 # An env.server app that counts its episode requests (/replay posts, /ws sessions) in a file and,

@@ -10,6 +10,7 @@ from env.seeds import split_seeds
 from rewards import (
     REWARD_WEIGHTS_DEFAULT,
     build_reward_functions,
+    decision_reward,
     execution_reward,
     format_reward,
     grade_reward,
@@ -42,12 +43,14 @@ def test_build_reward_functions_names_weights_and_zero_weight_kept_for_logging()
         "execution_reward",
         "grade_reward",
         "os_mechanics_reward",
+        "decision_reward",
     ]
     assert weights == list(REWARD_WEIGHTS_DEFAULT.values())
     assert REWARD_WEIGHTS_DEFAULT["os_mechanics"] == 0.0  # already inside the AML grade
     funcs, weights = build_reward_functions({"os_mechanics": 0.3, "format": 0.5})
     assert [f.__name__ for f in funcs][0] == "format_reward" and weights[0] == 0.5
-    assert funcs[-1] is os_mechanics_reward and weights[-1] == 0.3
+    assert funcs[-2] is os_mechanics_reward and weights[-2] == 0.3
+    assert REWARD_WEIGHTS_DEFAULT["decision"] == 0.0  # logged; the gate of every other component
     with pytest.raises(ValueError, match="unknown reward component"):
         build_reward_functions({"style": 1.0})
 
@@ -212,6 +215,12 @@ def test_decision_metrics_show_what_a_batch_decided_and_which_groups_split():
     assert metrics["decision/file_sar_share"] == 0.75
     assert metrics["decision/close_alert_share"] == 0.25
     assert metrics["decision/split_groups"] == 0.5  # the clean case's group only
+    # The decision reward pays every right decision the same, whatever the grade paid for it.
+    completions = [render_completion(e.plan) for e in episodes]
+    assert decision_reward([None] * 4, completions, **kw) == [1.0, -1.0, 1.0, 1.0]
+    grades = grade_reward([None] * 4, completions, **kw)
+    assert grades[1] == -WRONG_DECISION_PENALTY and len({grades[0], grades[2], grades[3]}) == 3
+    assert decision_reward([None], ["no call"], **_kw(1)) == [-1.0]  # undecided
 
 
 def test_decision_shares_keep_decisions_of_earlier_batches_at_zero():

@@ -69,6 +69,7 @@ def test_malformed_rows_are_named_and_the_others_still_scored(tmp_path, capsys):
         "execution",
         "grade",
         "os_mechanics",
+        "decision",
     }
 
 

@@ -31,7 +31,7 @@ import yaml
 from pipeline.training.model import BACKENDS, LORA_TARGETS
 
 MODES = ("plan", "interactive", "steps")
-REWARD_KEYS = ("format", "investigation", "execution", "grade", "os_mechanics")
+REWARD_KEYS = ("format", "investigation", "execution", "grade", "os_mechanics", "decision")
 REPORT_TO = ("none", "wandb", "trackio", "tensorboard")
 
 
