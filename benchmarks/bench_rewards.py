@@ -2,7 +2,7 @@
 
     python benchmarks/bench_rewards.py [--env aml] [--completions 1024] [--rows 10000]
 
-1. All five reward components over 1,024 distinct completions of up to 16 calls (honest plans,
+1. All reward components over 1,024 distinct completions of up to 16 calls (honest plans,
    plans with extra calls, truncated plans, random-policy plans), from a cold replay cache, so
    every completion is parsed and replayed once and the other components reuse that replay.
    Target: <= 2 s on one core.
@@ -102,7 +102,7 @@ def make_step_replies(env_name: str, n: int, rng: random.Random) -> list[dict]:
 
 
 def bench_step_rewards(rows: list[dict]) -> dict[str, float]:
-    """All five components over steps rows from a cold cache (prefix replayed for each reply)."""
+    """All components over steps rows from a cold cache (prefix replayed for each reply)."""
     funcs, _ = build_reward_functions({"os_mechanics": 1.0})
     kwargs = {key: [row[key] for row in rows] for key in ("env", "task", "seed", "prefix")}
     completions = [row["completion"] for row in rows]
@@ -147,6 +147,7 @@ def bench_rewards(rows: list[dict]) -> dict[str, float]:
         "replays": CACHE.replays,
         "parse_s": parse_s,
         "replay_s": replay_s,
+        "components": len(funcs),
         "all_components_s": total_s,
     }
 
@@ -232,11 +233,12 @@ def main(argv: list[str] | None = None) -> int:
             "",
             "| measure | value | target |",
             "|---|---|---|",
-            f"| all 5 reward components, {rewards['completions']} completions "
+            f"| all {rewards['components']} reward components, {rewards['completions']} completions "
             f"(mean {rewards['mean_calls']:.1f}, max {rewards['max_calls']} calls), cold cache "
             f"| {rewards['all_components_s']:.2f} s ({rewards['replays']} replays) "
             f"| <= 2 s {'ok' if ok_r else 'MISSED'} |",
-            f"| steps mode: all 5 components, {steps['completions']} replies at cut points "
+            f"| steps mode: all {rewards['components']} components, {steps['completions']} replies "
+            "at cut points "
             f"(prefix mean {steps['mean_prefix']:.1f} calls), cold cache "
             f"| {steps['all_components_s']:.2f} s ({steps['replays']} replays) "
             f"| <= 2 s {'ok' if ok_s else 'MISSED'} |",

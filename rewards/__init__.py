@@ -1,4 +1,4 @@
-"""Decomposed GRPO rewards: parse a completion's tool calls, replay them once, score five ways.
+"""Decomposed GRPO rewards: parse a completion's tool calls, replay them once, score six ways.
 
 ``build_reward_functions(weights)`` returns the TRL reward functions and their weights, ready for
 ``GRPOTrainer(reward_funcs=funcs, args=GRPOConfig(reward_weights=weights))``. The default weights

@@ -1,4 +1,4 @@
-"""The five reward components: TRL signature, graded format, one shared replay, never raising."""
+"""The six reward components: TRL signature, graded format, one shared replay, never raising."""
 
 from __future__ import annotations
 
