@@ -115,6 +115,7 @@ def bench_step_rewards(rows: list[dict]) -> dict[str, float]:
         "completions": len(rows),
         "mean_prefix": sum(prefix_calls) / len(prefix_calls),
         "replays": CACHE.replays,
+        "components": len(funcs),
         "all_components_s": time.perf_counter() - start,
     }
 
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(mean {rewards['mean_calls']:.1f}, max {rewards['max_calls']} calls), cold cache "
             f"| {rewards['all_components_s']:.2f} s ({rewards['replays']} replays) "
             f"| <= 2 s {'ok' if ok_r else 'MISSED'} |",
-            f"| steps mode: all {rewards['components']} components, {steps['completions']} replies "
+            f"| steps mode: all {steps['components']} components, {steps['completions']} replies "
             "at cut points "
             f"(prefix mean {steps['mean_prefix']:.1f} calls), cold cache "
             f"| {steps['all_components_s']:.2f} s ({steps['replays']} replays) "

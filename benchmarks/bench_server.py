@@ -100,6 +100,14 @@ class Script:
     """Seconds the environment's own ``reset`` and ``step`` took while the script was played
     in-process: the work a server adds to OpenEnv's per step, without sockets or threads."""
 
+    def timed(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)``, its seconds added to ``env_s``."""
+        started = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self.env_s += time.perf_counter() - started
+
 
 def canonical(obs: dict[str, Any]) -> str:
     return json.dumps(obs, sort_keys=True)
@@ -116,9 +124,7 @@ def build_script(cls: type[ToolEnvironment], session: int, steps: int) -> Script
     while played < steps:
         if done:
             task = task_rng.choice(list(cls.tasks))
-            started = time.perf_counter()
-            obs = env.reset(seed=seed, task=task)
-            script.env_s += time.perf_counter() - started
+            obs = script.timed(env.reset, seed=seed, task=task)
             player = SchemaPlayer(cls.tool_specs(), seed)
             player.observe(obs)
             script.messages.append({"type": "reset", "data": {"task": task, "seed": seed}})
@@ -126,9 +132,7 @@ def build_script(cls: type[ToolEnvironment], session: int, steps: int) -> Script
             script.kinds.append("reset")
             seed += 1
         action = player.act()
-        started = time.perf_counter()
-        obs = env.step(action)
-        script.env_s += time.perf_counter() - started
+        obs = script.timed(env.step, action)
         player.observe(obs)
         done = obs.done
         script.messages.append({"type": "step", "data": action.model_dump(exclude={"metadata"})})
@@ -145,17 +149,13 @@ def echo_script(session: int, steps: int) -> Script:
     env, script, seed, done = EchoEnvironment(), Script(), 1000 * session, True
     for played in range(steps):
         if done:
-            started = time.perf_counter()
-            obs = env.reset(seed=seed)
-            script.env_s += time.perf_counter() - started
+            obs = script.timed(env.reset, seed=seed)
             script.messages.append({"type": "reset", "data": {"seed": seed}})
             script.expected.append(canonical(obs.model_dump(mode="json")))
             script.kinds.append("reset")
             seed += 1
         action = EchoAction(message=f"session {session} step {played}")
-        started = time.perf_counter()
-        obs = env.step(action)
-        script.env_s += time.perf_counter() - started
+        obs = script.timed(env.step, action)
         done = obs.done
         script.messages.append({"type": "step", "data": action.model_dump(exclude={"metadata"})})
         script.expected.append(canonical(obs.model_dump(mode="json")))

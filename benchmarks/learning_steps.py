@@ -17,7 +17,6 @@ Decision accuracy counts only the policy's own decision: a reply without a termi
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import time
@@ -239,22 +238,10 @@ def load_steps(out: Path) -> dict[str, Any]:
     for kind, order in (("cuts", SCRIPTED + STAGES), ("horizon", HORIZON_SCRIPTED + STAGES)):
         run[kind] = {name: saved[kind][name] for name in order if name in saved[kind]}
     if "decisions" not in run and (out / "log_history.csv").is_file():
+        from pipeline.training.trainer import read_history
+
         run["decisions"] = decision_curves(read_history(out / "log_history.csv"))
     return run
-
-
-def read_history(path: Path) -> list[dict[str, Any]]:
-    """``log_history.csv`` back as TRL's log rows: numbers as floats, empty cells left out."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    return [{k: _number(v) for k, v in row.items() if v != ""} for row in rows]
-
-
-def _number(text: str) -> Any:
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 def steps_markdown(run: dict[str, Any], command: str) -> list[str]:

@@ -259,19 +259,20 @@ def decision_metrics(
     if not scored:
         return {}
     n = len(scored)
+    gates = [decision_gate(item) for item, _ in scored]
     metrics = {
         "decision/decided_rate": sum(i.report.decision_reached for i, _ in scored) / n,
-        "decision/right_rate": sum(decision_gate(i) for i, _ in scored) / n,
+        "decision/right_rate": sum(gates) / n,
     }
     decisions = [item.report.grade.decision or "none" for item, _ in scored]
     seen = set() if seen is None else seen
     seen.update(decisions)
     for name in sorted(seen):
         metrics[f"decision/{name}_share"] = decisions.count(name) / n
-    gates: dict[Any, set[float]] = {}
-    for item, key in scored:
-        gates.setdefault(key, set()).add(decision_gate(item))
-    metrics["decision/split_groups"] = sum(len(g) > 1 for g in gates.values()) / len(gates)
+    groups: dict[Any, set[float]] = {}
+    for (_, key), gate in zip(scored, gates, strict=True):
+        groups.setdefault(key, set()).add(gate)
+    metrics["decision/split_groups"] = sum(len(g) > 1 for g in groups.values()) / len(groups)
     return metrics
 
 

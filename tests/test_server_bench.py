@@ -4,10 +4,6 @@ times the environments' own work, and compares servers run with the same uvicorn
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from test_server_app import VaultEnv
@@ -19,13 +15,12 @@ from benchmarks.bench_server import (
     echo_script,
     env_budget_us,
     load,
+    start_server,
 )
 from benchmarks.trivial_env import EPISODE_STEPS, create_app
 from env.server import free_port
 
 from conftest import ServerThread, serve, wait_for_health
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_concurrent_sessions_match_their_in_process_replays():
@@ -73,17 +68,14 @@ def test_scripts_time_only_the_environment_and_the_budget_follows_the_bare_speed
     assert "200 µs of wall time per step" in note and "about 22 µs" in note
 
 
-@pytest.mark.parametrize(
-    "module", [["env.server", "--env", "aml"], ["benchmarks.trivial_env"]], ids=["env", "bare"]
-)
-def test_servers_decline_per_message_compression_alike(module):
+@pytest.mark.parametrize("server", ["aml", "bare"])
+def test_servers_decline_per_message_compression_alike(server):
     """Both servers of the comparison run uvicorn with ``UVICORN_SETTINGS``: a client that offers
     permessage-deflate (websockets does by default) gets plain frames."""
     from websockets.sync.client import connect
 
     port = free_port()
-    command = [sys.executable, "-m", *module, "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = start_server(server, port, sessions=2)  # the bench's own command for each server
     try:
         wait_for_health(proc, port)
         with connect(f"ws://127.0.0.1:{port}/ws") as ws:

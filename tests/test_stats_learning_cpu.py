@@ -205,8 +205,8 @@ def test_steps_report_lists_the_training_batches_decisions_per_step() -> None:
 
 def test_decisions_come_back_from_a_saved_history(tmp_path) -> None:
     """A run saved before run.json kept the decision curves reads them from log_history.csv."""
-    from benchmarks.learning_steps import decision_curves, read_history
-    from pipeline.training.trainer import write_history
+    from benchmarks.learning_steps import decision_curves
+    from pipeline.training.trainer import read_history, write_history
 
     history = [
         {"step": 1, "reward": 0.5, "decision/close_alert_share": 0.25},

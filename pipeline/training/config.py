@@ -31,7 +31,6 @@ import yaml
 from pipeline.training.model import BACKENDS, LORA_TARGETS
 
 MODES = ("plan", "interactive", "steps")
-REWARD_KEYS = ("format", "investigation", "execution", "grade", "os_mechanics", "decision")
 REPORT_TO = ("none", "wandb", "trackio", "tensorboard")
 
 
@@ -386,10 +385,13 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError("data.envs is empty: name at least one environment (e.g. [aml])")
     if d.n_train < 1 or d.n_eval < 0:
         raise ConfigError("data.n_train must be >= 1 and data.n_eval >= 0")
-    unknown = set(cfg.rewards.weights) - set(REWARD_KEYS)
+    from rewards import REWARD_WEIGHTS_DEFAULT  # the components the rewards define
+
+    unknown = set(cfg.rewards.weights) - set(REWARD_WEIGHTS_DEFAULT)
     if unknown:
+        known = ", ".join(REWARD_WEIGHTS_DEFAULT)
         raise ConfigError(
-            f"rewards.weights has unknown components {sorted(unknown)}; known: {', '.join(REWARD_KEYS)}"
+            f"rewards.weights has unknown components {sorted(unknown)}; known: {known}"
         )
     if cfg.logging.report_to not in REPORT_TO:
         raise ConfigError(f"logging.report_to {cfg.logging.report_to!r}: one of {REPORT_TO}")

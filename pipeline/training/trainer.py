@@ -339,6 +339,21 @@ def write_history(log_history: list[dict[str, Any]], out: Path) -> tuple[Path, P
     return csv_path, png_path
 
 
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """``write_history``'s ``log_history.csv`` back as TRL's log rows: numbers as floats, empty
+    cells left out."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [{k: _number(v) for k, v in row.items() if v != ""} for row in rows]
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _plot_columns(ax: Any, rows: list[dict[str, Any]], columns: list[str], ylabel: str, title: str):
     for column in columns:
         points = [(r["step"], r[column]) for r in rows if r.get(column) is not None]
