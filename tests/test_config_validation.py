@@ -92,3 +92,22 @@ def test_cpu_runs_leave_bf16_autocast_and_checkpointing_off_unless_asked() -> No
     assert build_grpo_config(asked, [1.0] * 5).gradient_checkpointing is True
     with pytest.raises(ConfigError, match="prompt_style"):
         load_config(CONFIGS / "cpu.yaml", ["data.prompt_style=short"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.cuts=all"], "data.mode=steps and data.cuts=decision"),
+        (["model.backend=transformers"], "backend cpu or tiny"),
+        (["data.envs=[aml, fraud]"], "one environment"),
+        (["data.envs=[gang]"], "gang's 1 decisions"),
+        (["training.num_generations=3", "training.per_device_train_batch_size=9"], "multiple"),
+    ],
+)
+def test_decision_branches_are_refused_where_they_cannot_apply(
+    overrides: list[str], message: str
+) -> None:
+    base = CONFIGS / "cpu_steps.yaml"
+    assert load_config(base, ["data.decision_branches=true"]).data.decision_branches
+    with pytest.raises(ConfigError, match=message):
+        load_config(base, ["data.decision_branches=true", *overrides])

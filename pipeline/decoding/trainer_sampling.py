@@ -14,11 +14,23 @@ first terminal call and ignores the rest, so the tokens after it cost time, earn
 in, are trained on with the plan's advantage (SmolLM2 learned to append junk calls after
 ``file_sar``, its replies grew 255 -> 355 tokens). The ended completion gets the end-of-turn token,
 so TRL counts it as finished and the policy learns to stop after deciding.
+
+With ``data.decision_branches`` (steps mode at decision cuts) a group's replies are split evenly
+across the environment's decisions: each reply's first call is opened as one terminal tool
+(``branch_openings``: the text up to the end of the tool's name, as the model writes it) and the
+rest is sampled. Sampled freely, a group whose G replies all take one decision carries no
+signal about the decision, and small groups empty fast: on AML easy at G=4 the policy walked
+to one decision for every case within ~10 steps (benchmarks/RESULTS.md, runs 5-9). Branched,
+every group compares the decisions on the same case, so each step's advantage says which one
+the case's evidence calls for, however certain the policy already is. The reward is still the
+environment's grade of the replayed episode; only the exploration over the decision is
+enumerated instead of sampled. The opening tokens belong to the completion, so the loss trains
+the decision token with its branch's advantage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 
@@ -67,32 +79,70 @@ def end_decided(
     ]
 
 
+def branch_openings(tokenizer: Any, tools: Iterable[str]) -> list[list[int]]:
+    """Per tool of ``tools`` (sorted), the token ids that open a call of it, up to the end of its
+    name: ``<tool_call>{"name": "close_alert``. The cut falls where the tokenizer's pre-split
+    falls (a word before a quote), so the ids are those the model writes for the whole call."""
+    from rewards.protocol import render_call
+
+    openings = []
+    for tool in sorted(tools):
+        text = render_call(tool)
+        end = text.index(f'"{tool}"') + 1 + len(tool)
+        openings.append(tokenizer.encode(text[:end], add_special_tokens=False))
+    return openings
+
+
 def generate_by_prompt(
     model: Any,
     prompt_ids: list[list[int]],
+    max_new_tokens: int,
     *args: Any,
     encoded: dict[tuple[int, ...], Any] | None = None,
+    openings: Sequence[list[int]] = (),
+    finished: Callable[[list[int]], bool] | None = None,
     **kwargs: Any,
 ) -> list[list[int]]:
     """``batch_generation.generate`` for a GRPO batch, one call per distinct prompt (its G rows),
     completions in the batch's order. A batch of several groups shares only the system message:
     decoded together, every row would encode its whole case again (8 rows for 2 prompts at G=4,
     each padded to the longer case); per group, the case is encoded once. ``encoded``: a dict
-    that receives each prompt's cache (the prompt but its last token), keyed by that prefix."""
+    that receives each prompt's cache (the prompt but its last token), keyed by that prefix.
+    ``openings``: a group's k-th row starts its completion with ``openings[k % len(openings)]``
+    and samples the rest (decision branches, module docstring); ``finished`` sees the whole
+    completion, opening included."""
     from pipeline.decoding.batch_generation import encode_prefix, generate
 
     groups: dict[tuple[int, ...], list[int]] = {}
     for row, ids in enumerate(prompt_ids):
         groups.setdefault(tuple(ids), []).append(row)
     completions: list[list[int]] = [[] for _ in prompt_ids]
+    branches = list(openings) or [[]]
+    if max(len(o) for o in branches) >= max_new_tokens:
+        raise ValueError(f"a decision opening fills the {max_new_tokens}-token completion budget")
     for ids, rows in groups.items():
         prefix = encode_prefix(model, list(ids[:-1])) if len(ids) > 1 else None
         if prefix is not None and encoded is not None:
             encoded[ids[:-1]] = prefix.cache
-        prompts = [list(ids)] * len(rows)
-        replies = generate(model, prompts, *args, batch_size=len(rows), prefix=prefix, **kwargs)
-        for row, reply in zip(rows, replies, strict=True):
-            completions[row] = reply
+        for k, opening in enumerate(branches):
+            mine = rows[k :: len(branches)]
+            if not mine:
+                continue
+            done = finished
+            if opening and finished is not None:
+                done = lambda reply, head=opening: finished(head + reply)  # noqa: E731
+            replies = generate(
+                model,
+                [list(ids) + opening] * len(mine),
+                max_new_tokens - len(opening),
+                *args,
+                batch_size=len(mine),
+                prefix=prefix,
+                finished=done,
+                **kwargs,
+            )
+            for row, reply in zip(mine, replies, strict=True):
+                completions[row] = opening + reply
     return completions
 
 
@@ -119,9 +169,12 @@ def fast_sampling_applies(trainer: Any, multimodal_fields: Any, images: Any) -> 
     )
 
 
-def fast_sampling_trainer(base: type, terminal: set[str] | None = None) -> type:
+def fast_sampling_trainer(
+    base: type, terminal: set[str] | None = None, branches: bool = False
+) -> type:
     """A subclass of TRL's GRPOTrainer ``base`` that samples with the shared-prefix decoder;
-    with ``terminal`` tool names (plan mode) a completion ends at its decision."""
+    with ``terminal`` tool names (plan mode) a completion ends at its decision; ``branches``
+    splits each group across those decisions (module docstring)."""
     import torch
     from trl.models import unwrap_model_for_generation
 
@@ -131,6 +184,7 @@ def fast_sampling_trainer(base: type, terminal: set[str] | None = None) -> type:
         """GRPOTrainer whose CPU sampling encodes each group's prompt once (module docstring)."""
 
         decision_tools = terminal
+        decision_branches = branches
 
         def _generate_single_turn(
             self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
@@ -147,6 +201,7 @@ def fast_sampling_trainer(base: type, terminal: set[str] | None = None) -> type:
             tools = self.decision_tools
             decided = decision_reached(self._tokenizer, tools) if tools else None
             encoded: dict[tuple[int, ...], Any] = {}
+            openings = branch_openings(self._tokenizer, tools) if self.decision_branches else ()
             self._sampled_prefixes = (None, {})  # the last step's caches go now, not after
             with unwrap_model_for_generation(
                 self.model_wrapped, self.accelerator, generation_kwargs=self.generation_kwargs
@@ -161,6 +216,7 @@ def fast_sampling_trainer(base: type, terminal: set[str] | None = None) -> type:
                     keep_stop=True,  # TRL trains the end-of-turn token of finished completions
                     finished=decided,
                     encoded=encoded,
+                    openings=openings,
                 )
             self._sampled_prefixes = (self.state.global_step, encoded)
             if decided is not None:

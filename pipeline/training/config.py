@@ -144,6 +144,10 @@ class DataSection:
     balance: bool = False
     """Train prompts alternate clean and suspicious episodes (the minority repeats), in that order
     (GRPO's shuffle off), so every step sees both outcomes equally (pipeline/data/balance.py)."""
+    decision_branches: bool = False
+    """steps mode at decision cuts, CPU sampler: each group's replies are split evenly across the
+    environment's decisions (the terminal call's opening given, the rest sampled), so every group
+    compares them on the same case (pipeline/decoding/trainer_sampling.py)."""
     prompt_style: str = "full"
     """full | compact: tool list with descriptions or signatures only, in plan prompts
     (pipeline/data/prompts.py) and in the qwen2_5 chat template of interactive ones
@@ -381,6 +385,8 @@ def validate(cfg: TrainConfig) -> None:
         parse_cuts(d.cuts)
     except ValueError as exc:
         raise ConfigError(f"data.cuts: {exc}") from None
+    if d.decision_branches:
+        _check_branches(cfg)
     if not d.envs:
         raise ConfigError("data.envs is empty: name at least one environment (e.g. [aml])")
     if d.n_train < 1 or d.n_eval < 0:
@@ -451,6 +457,27 @@ def _check_env_urls(e: EnvSection, d: DataSection) -> None:
             check_urls(urls)
         except ValueError as exc:
             raise ConfigError(f"env.urls: {exc}") from None
+
+
+def _check_branches(cfg: TrainConfig) -> None:
+    """Decision branches open every reply as a decision: only where the reference decides next,
+    with one environment's decisions, on the sampler that implements them."""
+    from pipeline.decoding.trainer_sampling import terminal_tools
+
+    d = cfg.data
+    if d.mode != "steps" or d.cuts != "decision":
+        raise ConfigError("data.decision_branches needs data.mode=steps and data.cuts=decision")
+    if cfg.model.backend not in ("cpu", "tiny"):
+        raise ConfigError("data.decision_branches needs model.backend cpu or tiny (its sampler)")
+    if len(d.envs) != 1:
+        raise ConfigError("data.decision_branches needs one environment in data.envs")
+    n = len(terminal_tools(d.envs))
+    g = cfg.training.get("num_generations", 8)
+    if n < 2 or not isinstance(g, int) or g % n:
+        raise ConfigError(
+            f"data.decision_branches: training.num_generations {g} must be a multiple of "
+            f"{d.envs[0]}'s {n} decisions (at least 2)"
+        )
 
 
 def _check_batches(t: dict[str, Any], d: DataSection) -> None:

@@ -205,7 +205,8 @@ def build_trainer(
 
         plan = cfg.data.mode in ("plan", "steps")  # replies that end at their decision
         terminal = terminal_tools(cfg.data.envs) if plan else None
-        GRPOTrainer = fast_sampling_trainer(GRPOTrainer, terminal)  # noqa: N806 (TRL's class)
+        branches = cfg.data.decision_branches
+        GRPOTrainer = fast_sampling_trainer(GRPOTrainer, terminal, branches)  # noqa: N806
     if not cfg.model.context_grad:
         from pipeline.training.context_grad import context_grad_trainer
 
