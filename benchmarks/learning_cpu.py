@@ -150,6 +150,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--steps-set", action="append", help="Steps: extra config override (section.key=value)"
     )
+    parser.add_argument(
+        "--extend-cuts",
+        type=int,
+        default=0,
+        help="Steps: score the saved run's stages on N more held-out cuts, then report "
+        "(benchmarks/learning_steps_extend.py; no training)",
+    )
+    parser.add_argument(
+        "--extend-stages",
+        default="always_file,reference,warm,grpo",
+        help="Steps: the stages --extend-cuts scores (untrained too if named)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/learning_cpu"))
     parser.add_argument("--no-results", action="store_true", help="Do not write RESULTS.md")
@@ -479,6 +491,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.extend_cuts:
+        from benchmarks.learning_steps_extend import extend_cuts
+        from pipeline.training.model import smollm2_path
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        stages = tuple(s.strip() for s in args.extend_stages.split(",") if s.strip())
+        out = args.output_dir / "steps"
+        extend_cuts(out, smollm2_path(), args.extend_cuts, args.reply_tokens, stages)
+        modes, args.report_only = ["steps"], True
     if args.report_only:
         from benchmarks.learning_steps import load_steps
 

@@ -274,8 +274,22 @@ def steps_markdown(run: dict[str, Any], command: str) -> list[str]:
     if "warm" in horizon and "grpo" in horizon:
         diff = paired_difference(horizon["warm"]["episodes"], horizon["grpo"]["episodes"])
         lines.append(f"| episodes: grpo - warm, grade | {fmt(diff)} |")
-    lines += ["", *decision_lines(run), *steps_targets(run, gains)]
+    lines += ["", *decision_lines(run), *extension_lines(run), *steps_targets(run, gains)]
     return lines
+
+
+def extension_lines(run: dict[str, Any]) -> list[str]:
+    """Where the cut table holds cuts scored after the run (``--extend-cuts``), say which."""
+    lines = []
+    for ext in run.get("extended", []):
+        first, last = ext["offset"] + 1, ext["offset"] + ext["cuts"]
+        spent = ", ".join(f"{stage} {sec:.0f} s" for stage, sec in ext["seconds"].items())
+        lines.append(
+            f"Cuts {first}-{last} were scored after the run (`--extend-cuts {ext['cuts']}`: "
+            f"{spent}; not in the run's time) for {', '.join(ext['stages'])}; a stage not named "
+            "keeps its own count, and its comparisons are unpaired."
+        )
+    return [*lines, ""] if lines else []
 
 
 LABELS = {

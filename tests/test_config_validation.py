@@ -99,8 +99,8 @@ def test_cpu_runs_leave_bf16_autocast_and_checkpointing_off_unless_asked() -> No
     [
         (["data.cuts=all"], "data.mode=steps and data.cuts=decision"),
         (["model.backend=transformers"], "backend cpu or tiny"),
-        (["data.envs=[aml, fraud]"], "one environment"),
-        (["data.envs=[gang]"], "gang's 1 decisions"),
+        (["data.envs=[aml, fraud]"], "one of"),
+        (["data.envs=[fraud]"], "one of"),
         (["training.num_generations=3", "training.per_device_train_batch_size=9"], "multiple"),
     ],
 )

@@ -267,3 +267,25 @@ def test_a_reused_warm_start_counts_its_training_time_or_shows_no_time_target(tm
     assert "run under 60 min: met (3500 s)" in steps_targets(run, {})[0]
     command = steps_command({"reply_tokens": "16", "steps_sft": "12", "steps_warm": str(tmp_path)})
     assert command.endswith(f"--reply-tokens 16 --steps-warm {tmp_path}")
+
+
+def test_extended_cuts_append_new_seeds_and_the_report_says_so(tmp_path) -> None:
+    import json
+
+    from benchmarks.learning_steps import cut_rows, evaluate_cuts, extension_lines, scripted_cuts
+    from benchmarks.learning_steps_extend import extend_cuts
+
+    scripted_cuts(cut_rows(3), tmp_path)
+    (tmp_path / "run.json").write_text(json.dumps({"args": {"episodes": "3"}}))
+    run = extend_cuts(tmp_path, tmp_path, 2, 64, ("always_file", "reference"))
+    five = evaluate_cuts("always_file", cut_rows(5), 0)["episodes"]
+    saved = json.loads((tmp_path / "cuts_always_file.json").read_text())
+    key = lambda r: (r["seed"], r["grade"])  # noqa: E731
+    assert [key(r) for r in saved["episodes"]] == [key(r) for r in five]  # seeds 4-5 are new
+    assert saved["summary"]["episodes"] == 5
+    assert run["extended"][0]["offset"] == 3 and run["extended"][0]["cuts"] == 2
+    (line,) = [t for t in extension_lines(run) if t]
+    assert "Cuts 4-5" in line and "--extend-cuts 2" in line
+    with pytest.raises(SystemExit, match="different cut counts"):
+        (tmp_path / "cuts_warm.json").write_text(json.dumps({"summary": {}, "episodes": []}))
+        extend_cuts(tmp_path, tmp_path, 2, 64, ("always_file", "warm"))

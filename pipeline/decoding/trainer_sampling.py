@@ -33,6 +33,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+BRANCHING_ENVS = ("aml",)
+"""Environments whose decisions are distinct terminal tools (AML: ``file_sar``, ``close_alert``),
+so opening a call names a decision. Elsewhere a decision is an argument (fraud's
+``close_case(verdict)``, gang's and support's actions) or the terminal tools belong to other roles
+or tasks (fraud's ``exit_scheme``, ops' five), and decision branches do not apply."""
+
 
 def terminal_tools(env_names: Iterable[str]) -> set[str]:
     """Names of the tools that end an episode (a decision) in any of ``env_names``."""

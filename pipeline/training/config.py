@@ -462,21 +462,21 @@ def _check_env_urls(e: EnvSection, d: DataSection) -> None:
 def _check_branches(cfg: TrainConfig) -> None:
     """Decision branches open every reply as a decision: only where the reference decides next,
     with one environment's decisions, on the sampler that implements them."""
-    from pipeline.decoding.trainer_sampling import terminal_tools
+    from pipeline.decoding.trainer_sampling import BRANCHING_ENVS, terminal_tools
 
     d = cfg.data
     if d.mode != "steps" or d.cuts != "decision":
         raise ConfigError("data.decision_branches needs data.mode=steps and data.cuts=decision")
     if cfg.model.backend not in ("cpu", "tiny"):
         raise ConfigError("data.decision_branches needs model.backend cpu or tiny (its sampler)")
-    if len(d.envs) != 1:
-        raise ConfigError("data.decision_branches needs one environment in data.envs")
+    if len(d.envs) != 1 or d.envs[0] not in BRANCHING_ENVS:
+        raise ConfigError(f"data.decision_branches needs data.envs one of {list(BRANCHING_ENVS)}")
     n = len(terminal_tools(d.envs))
     g = cfg.training.get("num_generations", 8)
-    if n < 2 or not isinstance(g, int) or g % n:
+    if not isinstance(g, int) or g % n:
         raise ConfigError(
             f"data.decision_branches: training.num_generations {g} must be a multiple of "
-            f"{d.envs[0]}'s {n} decisions (at least 2)"
+            f"{d.envs[0]}'s {n} decisions"
         )
 
 
