@@ -135,7 +135,11 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
     warm_start = (
         warm_record(reused)
         if reused
-        else {"sft_steps": args.steps_sft, "seconds": round(warm_seconds, 1)}
+        else {
+            "sft_steps": args.steps_sft,
+            "seconds": round(warm_seconds, 1),
+            "overrides": overrides,
+        }
     )
     (out / "warm" / WARM_RECORD).write_text(json.dumps(warm_start))
     evaluate_stage("warm", f"checkpoint:{out / 'warm'}")
@@ -186,8 +190,9 @@ def decision_lines(run: dict[str, Any]) -> list[str]:
 
 
 WARM_RECORD = "warm_start.json"
-"""Written beside a warm adapter: its SFT steps and seconds, so a run that reuses the adapter
-(``--steps-warm``) still counts the warm start's time against the hour."""
+"""Written beside a warm adapter: its SFT steps, seconds and config overrides, so a run that
+reuses the adapter (``--steps-warm``) still counts the warm start's time against the hour and
+its report says how to train the adapter again."""
 
 
 def warm_record(folder: Path) -> dict[str, Any]:
@@ -362,6 +367,9 @@ def warm_phrase(run: dict[str, Any]) -> str:
         return f"warm start + model load {run['warm_seconds']:.0f} s"
     reused = reused_seconds(run)
     trained = "its training time not recorded" if reused is None else f"trained in {reused:.0f} s"
+    settings = (run.get("warm_start") or {}).get("overrides")
+    if settings:  # the adapter's own config, so the warm start can be trained again
+        trained += f" with `{' '.join(settings)}`"
     return (
         f"warm start reused from `{run['warm_from']}` ({trained}, counted in the time target), "
         f"model load {run['warm_seconds']:.0f} s"

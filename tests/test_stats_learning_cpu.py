@@ -252,7 +252,7 @@ def test_a_reused_warm_start_counts_its_training_time_or_shows_no_time_target(tm
     import json
 
     from benchmarks.learning_cpu import steps_command
-    from benchmarks.learning_steps import WARM_RECORD, steps_targets, warm_record
+    from benchmarks.learning_steps import WARM_RECORD, steps_targets, warm_phrase, warm_record
 
     base = {"seconds": 3000.0, "frac_reward_zero_std": [0.0], "warm_from": str(tmp_path)}
     assert warm_record(tmp_path)["seconds"] is None
@@ -265,6 +265,10 @@ def test_a_reused_warm_start_counts_its_training_time_or_shows_no_time_target(tm
     assert "run under 60 min: NOT met (4708 s)" in steps_targets(run, {})[0]
     run["warm_start"]["seconds"] = 500.0
     assert "run under 60 min: met (3500 s)" in steps_targets(run, {})[0]
+    record = {"sft_steps": 48, "seconds": 1544.0, "overrides": ["data.n_train=64"]}
+    (tmp_path / WARM_RECORD).write_text(json.dumps(record))
+    run = {**run, "warm_start": warm_record(tmp_path), "warm_seconds": 1.0}
+    assert "(trained in 1544 s with `data.n_train=64`, counted" in warm_phrase(run)
     command = steps_command({"reply_tokens": "16", "steps_sft": "12", "steps_warm": str(tmp_path)})
     assert command.endswith(f"--reply-tokens 16 --steps-warm {tmp_path}")
 
