@@ -36,10 +36,10 @@ AIM = 0.80
 TIME_LIMIT_S = 3600
 
 
-def cut_rows(episodes: int) -> list[dict[str, Any]]:
+def cut_rows(episodes: int, offset: int = 0) -> list[dict[str, Any]]:
     from pipeline.evaluation.cuts import cut_rows as build
 
-    return build("aml", ["easy"], episodes, "eval", "decision", "compact", "compact")
+    return build("aml", ["easy"], episodes, "eval", "decision", "compact", "compact", offset=offset)
 
 
 def evaluate_cuts(policy: str, rows: list[dict[str, Any]], reply_tokens: int) -> dict[str, Any]:

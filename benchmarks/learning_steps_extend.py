@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning_steps import SCRIPTED, evaluate_cuts
-from pipeline.evaluation.episodes import summarize
+from benchmarks.learning_steps import SCRIPTED, cut_rows, evaluate_cuts
+from pipeline.evaluation.cuts import scored_cuts
 
 logger = logging.getLogger("learning_cpu.steps")
 
@@ -36,29 +36,21 @@ def extend_cuts(
 ) -> dict[str, Any]:
     """Score ``stages`` of the steps run saved in ``out`` on ``extra`` more eval seeds, append
     them to each stage's ``cuts_<stage>.json``, and record the extension in ``run.json``."""
-    from pipeline.data.dataset import build_rows
-
     saved = {s: json.loads((out / f"cuts_{s}.json").read_text()) for s in stages}
     held = {len(result["episodes"]) for result in saved.values()}
     if len(held) != 1:
         raise SystemExit(f"stages {list(stages)} hold different cut counts {sorted(held)}")
     offset = held.pop()
-    rows = build_rows(
-        "aml", ["easy"], extra, "eval", offset, "steps", "compact", "decision", 0.0, "compact"
-    )
+    rows = cut_rows(extra, offset)
     seconds: dict[str, float] = {}
     for stage, result in saved.items():
         start = time.perf_counter()
         more = evaluate_cuts(stage_policy(stage, out, base), rows, reply_tokens)
         seconds[stage] = round(time.perf_counter() - start, 1)
-        episodes = result["episodes"] + more["episodes"]
-        summary = summarize(episodes)
-        summary["valid_calls"] = round(sum(r["valid_calls"] for r in episodes) / len(episodes), 4)
-        summary["mean_reward"] = round(sum(r["total_reward"] for r in episodes) / len(episodes), 4)
-        summary["seconds"] = round(result["summary"].get("seconds", 0) + seconds[stage], 1)
-        (out / f"cuts_{stage}.json").write_text(
-            json.dumps({"summary": summary, "episodes": episodes}, default=str)
-        )
+        spent = result["summary"].get("seconds", 0) + seconds[stage]
+        grown = scored_cuts(result["episodes"] + more["episodes"], spent)
+        summary, episodes = grown["summary"], grown["episodes"]
+        (out / f"cuts_{stage}.json").write_text(json.dumps(grown, default=str))
         logger.info(
             "steps %s: %d more cuts in %.0f s, accuracy over %d now %.3f",
             stage,

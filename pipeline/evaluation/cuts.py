@@ -46,12 +46,14 @@ def cut_rows(
     prompt_style: str = "compact",
     result_style: str = "compact",
     detour: float = 0.0,
+    offset: int = 0,
 ) -> list[dict[str, Any]]:
-    """The steps prompts of ``episodes`` seeds (per task cycle) of ``split``."""
+    """The steps prompts of ``episodes`` seeds (per task cycle) of ``split``, from its
+    ``offset``-th seed on."""
     from pipeline.data.dataset import build_rows
 
     return build_rows(
-        env_name, tasks, episodes, split, 0, "steps", prompt_style, cuts, detour, result_style
+        env_name, tasks, episodes, split, offset, "steps", prompt_style, cuts, detour, result_style
     )
 
 
@@ -229,11 +231,17 @@ def score_policy(policy: str, rows: list[dict[str, Any]], **settings: Any) -> di
     the seconds it took (replies and scoring)."""
     start = time.perf_counter()
     results = score_cut_replies(rows, replies_for(policy, rows, **settings))
+    return scored_cuts(results, time.perf_counter() - start)
+
+
+def scored_cuts(results: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """Scored cut replies with their summary (``score_policy``'s result), also for a table that
+    grows by more cuts later (benchmarks/learning_steps_extend.py)."""
     summary = summarize(results)
     n = max(1, len(results))
     summary["valid_calls"] = round(sum(r["valid_calls"] for r in results) / n, 4)
     summary["mean_reward"] = round(sum(r["total_reward"] for r in results) / n, 4)
-    summary["seconds"] = round(time.perf_counter() - start, 1)
+    summary["seconds"] = round(seconds, 1)
     return {"summary": summary, "episodes": results}
 
 
