@@ -13,6 +13,7 @@ from typing import Any
 
 from rewards.components import (
     decision_reward,
+    decisions_reached,
     execution_reward,
     format_reward,
     grade_reward,
@@ -84,6 +85,7 @@ __all__ = [
     "investigation_reward",
     "os_mechanics_reward",
     "decision_reward",
+    "decisions_reached",
     "parse_tool_calls",
     "resolve_weights",
 ]

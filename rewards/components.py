@@ -209,6 +209,12 @@ def _decision(item: Outcome) -> float:
     return round(2.0 * decision_gate(item) - 1.0, 6)
 
 
+def decisions_reached(completions: Sequence[Any], **kwargs: Any) -> list[bool]:
+    """Whether each completion's episode reached a decision (from the shared replay), which
+    ``decision_reward``'s -1 does not tell apart from a wrong one."""
+    return [bool(o.report and o.report.decision_reached) for o in outcomes(completions, **kwargs)]
+
+
 def os_mechanics_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
     """The env's measured OS-mechanics effect in [0, 1]; ``None`` where the env has none."""
     scores: list[float | None] = []

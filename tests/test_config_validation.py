@@ -111,3 +111,24 @@ def test_decision_branches_are_refused_where_they_cannot_apply(
     assert load_config(base, ["data.decision_branches=true"]).data.decision_branches
     with pytest.raises(ConfigError, match=message):
         load_config(base, ["data.decision_branches=true", *overrides])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["rewards.branch_credit=sum"], "total or decision"),
+        (["rewards.branch_credit=decision"], "needs data.decision_branches"),
+        (
+            ["rewards.branch_credit=decision", "data.decision_branches=true"],
+            "rewards.weights.decision > 0",
+        ),
+    ],
+)
+def test_decision_credit_needs_branches_and_a_weighted_decision(
+    overrides: list[str], message: str
+) -> None:
+    base = CONFIGS / "cpu_steps.yaml"
+    on = ["data.decision_branches=true", "rewards.weights.decision=2.0"]
+    assert load_config(base, [*on, "rewards.branch_credit=decision"]).rewards.branch_credit
+    with pytest.raises(ConfigError, match=message):
+        load_config(base, overrides)

@@ -86,7 +86,8 @@ def test_decision_branches_split_each_group_and_finish_on_the_whole_completion()
 
 
 @pytest.mark.slow
-def test_a_branched_steps_run_gives_every_group_both_decisions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("credit", ["total", "decision"])
+def test_a_branched_steps_run_gives_every_group_both_decisions(tmp_path: Path, credit: str) -> None:
     from pipeline.training.config import load_config
     from pipeline.training.trainer import build_trainer
 
@@ -96,6 +97,8 @@ def test_a_branched_steps_run_gives_every_group_both_decisions(tmp_path: Path) -
             "model.backend=tiny",
             "data.n_train=4",
             "data.decision_branches=true",
+            f"rewards.branch_credit={credit}",
+            "rewards.weights.decision=2.0",
             "training.num_generations=4",
             "training.per_device_train_batch_size=8",
             "training.max_completion_length=24",

@@ -160,6 +160,9 @@ class RewardsSection:
 
     weights: dict[str, float] = field(default_factory=dict)
     """Component -> weight; components not named keep rewards.REWARD_WEIGHTS_DEFAULT; 0 = logged only."""
+    branch_credit: str = "total"
+    """With data.decision_branches: total (each reply's weighted sum) | decision (only the
+    decision differs between branches; pipeline/training/branch_credit.py)."""
 
 
 @dataclass
@@ -387,6 +390,7 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"data.cuts: {exc}") from None
     if d.decision_branches:
         _check_branches(cfg)
+    _check_branch_credit(cfg)
     if not d.envs:
         raise ConfigError("data.envs is empty: name at least one environment (e.g. [aml])")
     if d.n_train < 1 or d.n_eval < 0:
@@ -478,6 +482,17 @@ def _check_branches(cfg: TrainConfig) -> None:
             f"data.decision_branches: training.num_generations {g} must be a multiple of "
             f"{d.envs[0]}'s {n} decisions"
         )
+
+
+def _check_branch_credit(cfg: TrainConfig) -> None:
+    """Decision credit re-weighs decision branches by the decision component: both must be on."""
+    credit = cfg.rewards.branch_credit
+    if credit not in ("total", "decision"):
+        raise ConfigError(f"rewards.branch_credit {credit!r}: total or decision")
+    if credit == "decision" and not cfg.data.decision_branches:
+        raise ConfigError("rewards.branch_credit=decision needs data.decision_branches=true")
+    if credit == "decision" and not cfg.rewards.weights.get("decision", 0.0) > 0.0:
+        raise ConfigError("rewards.branch_credit=decision needs rewards.weights.decision > 0")
 
 
 def _check_batches(t: dict[str, Any], d: DataSection) -> None:

@@ -1,0 +1,142 @@
+"""Decision-only credit between decision branches (``rewards.branch_credit: decision``).
+
+With ``data.decision_branches`` every GRPO group holds the same case with its replies split
+across the decisions (``pipeline.decoding.trainer_sampling``): half open ``close_alert``, half
+``file_sar``. The advantage of a reply is its summed reward minus the group's mean, so whatever
+differs on average between the branches trains the opening token, the decision itself. With the
+plain sum (``total``) that is more than the decision: an unfinished reply has no decision and is
+paid as a wrong one, and the file branch's longer call was left unfinished three times as often
+as the close branch's (10.9% vs 3.6%, benchmarks/RESULTS.md run 10); any format or execution gap
+between the two calls counts too. Those gaps are the same on every case, so they teach the rate of
+each decision, not its dependence on the evidence, and run 10 learned the rate (+2.2 nats toward
+closing on clean and suspicious cases alike).
+
+``decision`` credit makes the decision the only difference between branches:
+
+- A branch row that reached no decision is credited with its branch's decision anyway: the
+  opening named it, and its sibling rows say whether it was right (the same decision on the same
+  case is right or wrong for all of them; the decisions exclude each other, so one known right
+  makes the others wrong, and all others known wrong makes the last right). Its failure to finish
+  still costs it through the format and execution components, against its own branch.
+- Every other component is centred within its branch and given the group's mean back: within a
+  branch the replies are ranked exactly as before, but no branch gains or loses on average by them.
+
+A group where no row decided is left as it is (no branch knows its credit), and so is a row no
+component could score (the row, not the model, broke: TRL gives it no advantage). The transform runs on
+the reward matrix TRL sums and normalizes; the logged per-component means stay those of the
+replies, except that a credited row logs its branch's decision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+RIGHT, WRONG = 1.0, -1.0  # rewards.decision_reward of a right / wrong decision
+
+
+def branch_of(completion: Sequence[int], openings: Sequence[Sequence[int]]) -> int | None:
+    """Index of the opening ``completion`` starts with, or None (not a branch row)."""
+    for k, opening in enumerate(openings):
+        if opening and list(completion[: len(opening)]) == list(opening):
+            return k
+    return None
+
+
+def decision_credit(
+    rewards: Any,
+    branches: Sequence[int | None],
+    decided: Sequence[bool],
+    decision: int,
+    group: int,
+    n_branches: int,
+) -> Any:
+    """``rewards`` ([rows, components], groups of ``group`` consecutive rows) with decision-only
+    credit between branches (module docstring). ``decision`` is the decision component's column;
+    ``branches`` each row's branch (None: not branched), ``decided`` whether its episode reached a
+    decision. Returns a new tensor; rows outside any branch are left as they are."""
+    out = rewards.clone()
+    for start in range(0, out.shape[0], group):
+        rows = range(start, min(start + group, out.shape[0]))
+        if any(branches[r] is None for r in rows):
+            continue
+        known = _known_decisions(out, rows, branches, decided, decision, n_branches)
+        if not known:
+            continue
+        for r in rows:
+            unscorable = bool(out[r].isnan().all())  # TRL gives such a row no advantage: kept
+            if not decided[r] and branches[r] in known and not unscorable:
+                out[r, decision] = known[branches[r]]
+        _centre_within_branches(out, rows, branches, decision)
+    return out
+
+
+def _known_decisions(
+    rewards: Any,
+    rows: range,
+    branches: Sequence[int | None],
+    decided: Sequence[bool],
+    decision: int,
+    n_branches: int,
+) -> dict[int, float]:
+    """Branch -> its decision's reward, from the rows that decided, then by exclusion."""
+    known: dict[int, float] = {}
+    for r in rows:
+        if decided[r] and not math.isnan(float(rewards[r, decision])):
+            known[branches[r]] = float(rewards[r, decision])
+    if not known:
+        return known
+    if any(v == RIGHT for v in known.values()):
+        return {k: known.get(k, WRONG) for k in range(n_branches)}
+    missing = [k for k in range(n_branches) if k not in known]
+    if len(missing) == 1:  # every other decision is wrong: this one is right
+        known[missing[0]] = RIGHT
+    return known
+
+
+def _centre_within_branches(
+    rewards: Any, rows: range, branches: Sequence[int | None], decision: int
+) -> None:
+    """Give each non-decision component the same mean in every branch: the group's (in place)."""
+    import torch
+
+    index = torch.tensor(list(rows))
+    labels = torch.tensor([branches[r] for r in rows])
+    for column in range(rewards.shape[1]):
+        if column == decision:
+            continue
+        values = rewards[index, column]
+        group_mean = torch.nanmean(values)
+        for k in labels.unique().tolist():
+            mine = index[labels == k]
+            branch_mean = torch.nanmean(rewards[mine, column])
+            if not torch.isnan(branch_mean):
+                rewards[mine, column] = rewards[mine, column] - branch_mean + group_mean
+
+
+def branch_credit_trainer(base: type) -> type:
+    """A subclass of ``base`` (the branching GRPOTrainer of ``trainer_sampling``) whose reward
+    matrix gets ``decision_credit``."""
+    from accelerate.utils import gather_object
+
+    from pipeline.decoding.trainer_sampling import branch_openings
+    from rewards import decisions_reached
+
+    class DecisionCreditGRPOTrainer(base):  # type: ignore[misc, valid-type]
+        """GRPOTrainer crediting only the decision between decision branches (module docstring)."""
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            openings = branch_openings(self._tokenizer, self.decision_tools)
+            names = list(self.reward_func_names)
+            columns = [k for k in inputs[0] if k not in ("prompt", "completion", "completion_ids")]
+            kwargs = {k: [row[k] for row in inputs] for k in columns}
+            decided = gather_object(decisions_reached(completions, **kwargs))
+            branches = gather_object([branch_of(ids, openings) for ids in completion_ids_list])
+            group = self.num_generations if self.model.training else self.num_generations_eval
+            return decision_credit(
+                rewards, branches, decided, names.index("decision_reward"), group, len(openings)
+            )
+
+    return DecisionCreditGRPOTrainer

@@ -1,0 +1,119 @@
+"""pipeline.training.branch_credit: between decision branches only the decision earns credit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pipeline.training.branch_credit import branch_of, decision_credit
+
+ROOT = Path(__file__).resolve().parents[1]
+NAN = float("nan")
+
+
+def test_branch_of_reads_the_opening_a_completion_starts_with() -> None:
+    openings = [[7, 8], [9]]
+    assert branch_of([7, 8, 1, 2], openings) == 0
+    assert branch_of([9, 3], openings) == 1
+    assert branch_of([7, 9], openings) is None
+    assert branch_of([], openings) is None
+
+
+def test_an_unfinished_reply_gets_its_branch_decision_and_other_parts_rank_within_branch() -> None:
+    # Columns: format, decision. Branch 0 is right; its second reply never decided (paid -1).
+    rewards = torch.tensor([[1.0, 1.0], [0.9, -1.0], [0.2, -1.0], [0.7, -1.0]])
+    out = decision_credit(rewards, [0, 1, 0, 1], [True, True, False, True], 1, 4, 2)
+    assert out[:, 1].tolist() == [1.0, -1.0, 1.0, -1.0]
+    fmt = out[:, 0]
+    assert float(fmt[[0, 2]].mean()) == pytest.approx(float(fmt[[1, 3]].mean()))
+    assert float(fmt.mean()) == pytest.approx(float(rewards[:, 0].mean()))  # logged mean kept
+    assert float(fmt[0] - fmt[2]) == pytest.approx(0.8)  # within-branch ranking unchanged
+    assert float(fmt[1] - fmt[3]) == pytest.approx(0.2)
+    assert rewards[2, 1] == -1.0  # the input is not modified
+
+
+def test_one_decision_known_wrong_makes_the_other_right_and_undecided_groups_stay() -> None:
+    # Group 1: only a branch-0 reply decided, wrongly; branch 1's undecided replies are right.
+    # Group 2: nobody decided: no branch knows its credit, the rewards stay as they were.
+    rewards = torch.tensor(
+        [[0.5, -1.0], [0.1, -1.0], [0.5, -1.0], [0.3, -1.0]]
+        + [[0.1, -1.0], [0.2, -1.0], [0.3, -1.0], [0.4, -1.0]]
+    )
+    decided = [True, False, False, False] + [False] * 4
+    out = decision_credit(rewards, [0, 1, 0, 1] * 2, decided, 1, 4, 2)
+    assert out[:4, 1].tolist() == [-1.0, 1.0, -1.0, 1.0]
+    assert torch.equal(out[4:], rewards[4:])
+
+
+def test_rows_outside_branches_and_unscorable_values_are_left_alone() -> None:
+    rewards = torch.tensor([[0.5, 1.0], [NAN, NAN], [0.3, -1.0], [0.1, -1.0]])
+    plain = decision_credit(rewards, [None] * 4, [True, False, False, True], 1, 4, 2)
+    assert torch.equal(plain[[0, 2, 3]], rewards[[0, 2, 3]])
+    out = decision_credit(rewards, [0, 1, 0, 1], [True, False, False, True], 1, 4, 2)
+    assert out[[0, 2, 3], 1].tolist() == [1.0, 1.0, -1.0]
+    assert out[1].isnan().all()  # unscorable stays unscorable: TRL gives it no advantage
+
+
+@pytest.mark.slow
+def test_a_decision_credit_trainer_pays_each_branch_its_decision_on_real_replays(
+    tmp_path: Path,
+) -> None:
+    """Real AML rows, real replays: a finished and an unfinished reply in each branch."""
+    from trl import GRPOTrainer
+
+    from env.registry import make
+    from pipeline.data.steps import reference
+    from pipeline.training.config import load_config
+    from pipeline.training.trainer import build_trainer
+    from rewards.protocol import render_completion
+
+    cfg = load_config(
+        ROOT / "configs/cpu_steps.yaml",
+        [
+            "model.backend=tiny",
+            "data.n_train=8",
+            "data.decision_branches=true",
+            "rewards.branch_credit=decision",
+            "rewards.weights.decision=2.0",
+            "training.num_generations=4",
+            "training.per_device_train_batch_size=8",
+            "training.max_steps=1",
+            "logging.log_completions=false",
+            f"output_dir={tmp_path}",
+        ],
+    )
+    bundle = build_trainer(cfg)
+    trainer, tokenizer = bundle.trainer, bundle.tokenizer
+    env = make("aml")
+    for row in bundle.train_dataset:  # a case where the coin-flip decision is the wrong one
+        honest = reference(env, row["task"], row["seed"]).rest(row["cut"])[-1]
+        blind = reference(env, row["task"], row["seed"], policy="blind_decision")
+        coin = blind.rest(row["cut"])[-1]
+        if coin["tool"] != honest["tool"]:
+            break
+    else:
+        pytest.fail("every coin flip matched the reference")
+    by_tool = {c["tool"]: render_completion([c]) for c in (honest, coin)}
+    texts = [by_tool["close_alert"], by_tool["file_sar"]]
+    texts += [t[: len('<tool_call>{"name": "file_sar", "argu')] for t in texts]  # unfinished
+    ids = [tokenizer.encode(t, add_special_tokens=False) for t in texts]
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    inputs = [dict(row) for _ in texts]
+    trainer.model.train()
+    credited = trainer._calculate_rewards(inputs, [row["prompt"]] * 4, completions, ids)
+    plain = GRPOTrainer._calculate_rewards(trainer, inputs, [row["prompt"]] * 4, completions, ids)
+    decision = list(trainer.reward_func_names).index("decision_reward")
+    right = 1 if honest["tool"] == "file_sar" else 0  # close_alert is branch 0 (sorted)
+    assert plain[:, decision].tolist()[2 + right] == -1.0  # undecided: paid as wrong
+    expected = [-1.0, -1.0]
+    expected[right] = 1.0
+    assert credited[:, decision].tolist() == expected * 2
+    for column in range(credited.shape[1]):
+        if column != decision:
+            means = [float(torch.nanmean(credited[[k, k + 2], column])) for k in (0, 1)]
+            assert means[0] == pytest.approx(means[1], abs=1e-5)
+            for k in (0, 1):  # within a branch the replies rank as before
+                gap = credited[k, column] - credited[k + 2, column]
+                assert float(gap) == pytest.approx(float(plain[k, column] - plain[k + 2, column]))
