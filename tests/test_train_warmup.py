@@ -13,6 +13,7 @@ from pipeline.training.model import load_model_and_tokenizer
 from pipeline.training.trainer import build_grpo_config
 from pipeline.training.warmup import (
     ID_PATTERN,
+    balanced_flips,
     blind_decision_examples,
     blind_plan,
     heuristic_conversations,
@@ -213,3 +214,16 @@ def test_steps_warm_start_decides_by_coin_and_the_diagnostic_by_the_evidence() -
     blind = filed("blind_decision")
     agree = sum(b == t for b, t in zip(blind, truth, strict=True))
     assert 0 < agree < len(rows) and 0 < sum(blind) < len(rows)
+    for verdict in (True, False):  # the coins split evenly within each verdict, not just overall
+        mine = [b for b, t in zip(blind, truth, strict=True) if t == verdict]
+        assert abs(2 * sum(mine) - len(mine)) <= 1
+
+
+def test_balanced_flips_flip_the_fewest_rows_of_the_leaning_decision() -> None:
+    verdicts = ["file"] * 6 + ["close"] * 3
+    coins = ["file"] * 5 + ["close"] + ["close"] * 3
+    flips = balanced_flips(verdicts, coins)
+    assert len(flips) == 3 and set(flips) <= {0, 1, 2, 3, 4, 6, 7, 8}
+    assert sum(i < 6 for i in flips) == 2 and sum(i >= 6 for i in flips) == 1
+    assert flips == balanced_flips(verdicts, coins)  # seeded: the same rows every time
+    assert balanced_flips(["a", "a"], ["x", "y"]) == []

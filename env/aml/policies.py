@@ -288,11 +288,12 @@ class BlindDecision(Exhaustive):
     evidence; the terminal call is filled as the reference fills it for that decision. A warm start
     on it teaches what a decision looks like, not which one to make."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, flip: bool = False):
         self.coin = random.Random(f"blind-decision/{seed}")
+        self.flip = flip
 
     def verdict(self, env: ToolEnvironment, case: Case) -> tuple[bool, Case]:
-        return self.coin.random() < 0.5, case
+        return (self.coin.random() < 0.5) != self.flip, case
 
 
 class Oracle(Investigator):
@@ -401,8 +402,14 @@ def _repeat(subject: str, alert_id: str) -> list[ToolCallAction]:
     return [call("get_customer_profile", customer_id=subject)] * 200
 
 
-REFERENCES = {"reference": lambda seed: Exhaustive(), "blind_decision": BlindDecision}
-"""Steps-mode reference policies (``pipeline.data.steps``); not ranked with ``POLICIES``."""
+REFERENCES = {
+    "reference": lambda seed: Exhaustive(),
+    "blind_decision": BlindDecision,
+    "blind_decision_flipped": lambda seed: BlindDecision(seed, flip=True),
+}
+"""Steps-mode reference policies (``pipeline.data.steps``); not ranked with ``POLICIES``.
+``blind_decision_flipped`` takes the other side of the same coin: the warm start uses it to
+balance the coin's decisions within each verdict (``pipeline.training.warmup``)."""
 
 POLICIES = {
     "heuristic": lambda seed: Investigator(),
