@@ -51,8 +51,9 @@ def make(name: str, **config: Any) -> ToolEnvironment:
 
 def references(name: str) -> dict[str, Callable[..., Any]]:
     """Steps-mode reference policies of an environment (``REFERENCES`` beside ``POLICIES``):
-    ``reference`` (whose call choices must not reveal the verdict) and ``blind_decision`` (the
-    same with a coin-flip decision). An environment without its own table uses its heuristic."""
+    ``reference`` (whose call choices must not reveal the verdict), ``blind_decision`` (the
+    same with a coin-flip decision) and ``blind_decision_flipped`` (the other side of that coin).
+    An environment without its own table uses its heuristic."""
     module, _, _ = _POLICIES[name].partition(":") if name in _POLICIES else ("", "", "")
     env_class(name)
     table = dict(getattr(import_module(module), "REFERENCES", {}))

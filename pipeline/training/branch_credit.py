@@ -5,11 +5,10 @@ across the decisions (``pipeline.decoding.trainer_sampling``): half open ``close
 ``file_sar``. The advantage of a reply is its summed reward minus the group's mean, so whatever
 differs on average between the branches trains the opening token, the decision itself. With the
 plain sum (``total``) that is more than the decision: an unfinished reply has no decision and is
-paid as a wrong one, and the file branch's longer call was left unfinished three times as often
-as the close branch's (10.9% vs 3.6%, benchmarks/RESULTS.md run 10); any format or execution gap
-between the two calls counts too. Those gaps are the same on every case, so they teach the rate of
-each decision, not its dependence on the evidence, and run 10 learned the rate (+2.2 nats toward
-closing on clean and suspicious cases alike).
+paid as a wrong one, and a filing's longer call is left unfinished more often than a closing's;
+any format or execution gap between the two calls counts too. Those gaps are the same on every
+case, so they teach the rate of each decision, not its dependence on the evidence (what the tenth
+steps run learned, benchmarks/RESULTS.md).
 
 ``decision`` credit makes the decision the only difference between branches:
 
@@ -22,9 +21,9 @@ closing on clean and suspicious cases alike).
   branch the replies are ranked exactly as before, but no branch gains or loses on average by them.
 
 A group where no row decided is left as it is (no branch knows its credit), and so is a row no
-component could score (the row, not the model, broke: TRL gives it no advantage). The transform runs on
-the reward matrix TRL sums and normalizes; the logged per-component means stay those of the
-replies, except that a credited row logs its branch's decision.
+component could score (the row, not the model, broke: TRL gives it no advantage). The transform
+runs on the reward matrix TRL sums and normalizes; the logged per-component means stay those of
+the replies, except that a credited row logs its branch's decision.
 """
 
 from __future__ import annotations

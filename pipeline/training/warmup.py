@@ -159,10 +159,9 @@ def blind_decision_examples(dataset: Any, policy: str = "blind_decision") -> Any
     calls for: that is left to GRPO's reward.
 
     A coin is independent of the evidence only on average; on tens of rows its decisions lean one
-    way on one verdict by chance, and SFT learns that lean as a reading of the case (64 rows: the
-    coin filed 16 of 22 clean cases and 20 of 42 suspicious ones, and the warm start then decided
-    0.208 of the held-out cuts right, below either constant decision, benchmarks/RESULTS.md). So
-    the coins are balanced within each verdict (``balanced_flips``): the fewest rows take the
+    way on one verdict by chance, and SFT learns that lean as a reading of the case (the eleventh
+    steps run's warm start read the held-out cases backwards, benchmarks/RESULTS.md). So the
+    coins are balanced within each verdict (``balanced_flips``): the fewest rows take the
     other side of their coin (``blind_decision_flipped``) until every verdict's rows split evenly
     between the decisions, and the examples carry no decision-evidence dependence at all.
 
