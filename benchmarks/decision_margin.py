@@ -99,6 +99,7 @@ def summary(margins: list[float], verdicts: list[int], seed: int = 0) -> dict[st
 
 def stage_margins(path: str, rows: list[dict[str, Any]]) -> list[float]:
     """log P(close opening) - log P(file opening) per row, for the model or adapter at ``path``."""
+    from benchmarks.probe_decision import prompt_texts
     from pipeline.decoding.trainer_sampling import branch_openings
     from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
 
@@ -106,13 +107,7 @@ def stage_margins(path: str, rows: list[dict[str, Any]]) -> list[float]:
     backend = CheckpointBackend(path, settings)
     tok = backend.tokenizer
     openings = branch_openings(tok, ["close_alert", "file_sar"])
-    prompts = [
-        tok(
-            tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False),
-            add_special_tokens=False,
-        )["input_ids"]
-        for r in rows
-    ]
+    prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in prompt_texts(tok, rows)]
     return [close - file_ for close, file_ in opening_margins(backend.model, prompts, openings)]
 
 

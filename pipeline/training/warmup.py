@@ -186,7 +186,7 @@ def blind_decision_examples(dataset: Any, policy: str = "blind_decision") -> Any
         env = envs.setdefault(name, make(name))
         plays.append((row, env, reference(env, row["task"], row["seed"], policy=policy)))
     flipped = f"{policy}_flipped"
-    if policy != "reference" and all(flipped in references(r["env"]) for r, _, _ in plays):
+    if all(flipped in references(name) for name in envs):  # "reference" has no flipped side
         verdicts = [
             (r["env"], reference(env, r["task"], r["seed"]).rest(r["cut"])[-1]["tool"])
             for r, env, _ in plays
