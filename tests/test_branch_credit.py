@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.training.branch_credit import branch_of, decision_credit
+from pipeline.training.branch_credit import (
+    branch_of,
+    decision_credit,
+    decision_share,
+    decision_token_advantages,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NAN = float("nan")
@@ -54,6 +59,53 @@ def test_rows_outside_branches_and_unscorable_values_are_left_alone() -> None:
     out = decision_credit(rewards, [0, 1, 0, 1], [True, False, False, True], 1, 4, 2)
     assert out[[0, 2, 3], 1].tolist() == [1.0, 1.0, -1.0]
     assert out[1].isnan().all()  # unscorable stays unscorable: TRL gives it no advantage
+
+
+def _trl_advantages(rewards: torch.Tensor, weights: torch.Tensor, group: int) -> torch.Tensor:
+    """TRL's sum-then-normalize advantages, group scaling (written out, as the check)."""
+    totals = (rewards * weights).nansum(dim=1)
+    totals[rewards.isnan().all(dim=1)] = NAN
+    grouped = totals.view(-1, group)
+    mean = torch.nanmean(grouped, dim=1).repeat_interleave(group)
+    std = torch.stack([g[~g.isnan()].std() for g in grouped]).repeat_interleave(group)
+    return torch.nan_to_num((totals - mean) / (std + 1e-4))
+
+
+def test_decision_share_is_the_decision_columns_part_of_trls_advantage() -> None:
+    # Columns: format, decision (weight 2). Group 1 branched, group 2 not; one row unscorable.
+    rewards = torch.tensor(
+        [[0.9, 1.0], [0.5, -1.0], [0.1, 1.0], [NAN, NAN]]
+        + [[0.2, 1.0], [0.4, -1.0], [0.8, -1.0], [0.6, 1.0]]
+    )
+    weights = torch.tensor([1.0, 2.0])
+    branches = [0, 1, 0, 1, None, None, None, None]
+    shares = decision_share(rewards, weights, 1, 4, "group", branches)
+    scored = torch.tensor([0.9 + 2, 0.5 - 2, 0.1 + 2])
+    decision = torch.tensor([2.0, -2.0, 2.0])
+    expected = (decision - decision.mean()) / (scored.std() + 1e-4)
+    assert shares[:3].tolist() == pytest.approx(expected.tolist(), abs=1e-5)
+    assert shares[3:].tolist() == [0.0] * 5  # unscorable and unbranched rows: no share
+    rest = _trl_advantages(rewards, weights, 4)[:3] - shares[:3]
+    fmt = torch.tensor([0.9, 0.5, 0.1])
+    assert rest.tolist() == pytest.approx(
+        ((fmt - fmt.mean()) / (scored.std() + 1e-4)).tolist(), abs=1e-5
+    )
+    unscaled = decision_share(rewards, weights, 1, 4, "none", branches)
+    assert unscaled[:3].tolist() == pytest.approx((decision - decision.mean()).tolist())
+
+
+def test_decision_tokens_carry_the_decision_share_and_the_rest_trains_the_other_tokens() -> None:
+    openings = [[1, 2, 3, 7], [1, 2, 3, 8, 9]]  # three shared tokens, then the decision
+    advantages = torch.tensor([1.5, -0.5, 0.25])
+    shares = torch.tensor([1.0, -1.0, 0.0])
+    mask = torch.tensor([[1] * 10, [1] * 8 + [0] * 2, [1] * 6 + [0] * 4])
+    out = decision_token_advantages(advantages, shares, mask, [0, 1, None], openings)
+    assert out.shape == (3, 10)
+    assert out[0, 3].item() == pytest.approx(1.0 * 10 / 1)  # one decision token, reply of 10
+    assert out[0, [0, 1, 2, *range(4, 10)]].tolist() == pytest.approx([0.5] * 9)
+    assert out[1, 3:5].tolist() == pytest.approx([-1.0 * 8 / 2] * 2)  # two tokens, reply of 8
+    assert out[1, [0, 1, 2, 5, 6, 7]].tolist() == pytest.approx([0.5] * 6)
+    assert out[2].tolist() == pytest.approx([0.25] * 10)  # outside a branch: as TRL gave it
 
 
 @pytest.mark.slow
@@ -117,3 +169,55 @@ def test_a_decision_credit_trainer_pays_each_branch_its_decision_on_real_replays
             for k in (0, 1):  # within a branch the replies rank as before
                 gap = credited[k, column] - credited[k + 2, column]
                 assert float(gap) == pytest.approx(float(plain[k, column] - plain[k + 2, column]))
+
+
+@pytest.mark.slow
+def test_a_decision_tokens_trainer_hands_trl_token_advantages_that_add_up(tmp_path: Path) -> None:
+    """Real rows, real branched sampling on a tiny model: TRL's loss gets [rows, tokens]
+    advantages whose decision part, spread back over the reply, plus the rest gives TRL's own."""
+    from pipeline.decoding.trainer_sampling import branch_openings
+    from pipeline.training.config import load_config
+    from pipeline.training.trainer import build_trainer
+
+    cfg = load_config(
+        ROOT / "configs/cpu_steps.yaml",
+        [
+            "model.backend=tiny",
+            "data.n_train=4",
+            "data.decision_branches=true",
+            "rewards.branch_credit=decision_tokens",
+            "rewards.weights.decision=2.0",
+            "training.num_generations=4",
+            "training.per_device_train_batch_size=8",
+            "training.max_completion_length=24",
+            "training.max_steps=1",
+            "logging.log_completions=false",
+            f"output_dir={tmp_path}",
+        ],
+    )
+    trainer = build_trainer(cfg).trainer
+    rows = list(trainer.train_dataset)[:2]
+    trainer.model.train()
+    out = trainer._generate_and_score_completions([rows[0]] * 4 + [rows[1]] * 4)
+    advantages, mask = out["advantages"], out["completion_mask"]
+    assert advantages.shape == mask.shape and advantages.shape[0] == 8
+    scalar = list(trainer._logs["advantages"])[-8:]  # TRL's own, before the split
+    openings = branch_openings(trainer._tokenizer, trainer.decision_tools)
+    start = 0
+    while len({o[start] for o in openings}) == 1:
+        start += 1
+    for r in range(8):
+        opening = openings[r % 2]
+        decision = advantages[r, start : len(opening)]
+        length = float(mask[r].sum())
+        assert torch.allclose(decision, decision[0].expand_as(decision))
+        rest = advantages[r, 0]
+        assert torch.allclose(
+            advantages[r, len(opening) :], rest.expand(mask.shape[1] - len(opening))
+        )
+        share = float(decision[0]) * len(decision) / length
+        assert share + float(rest) == pytest.approx(scalar[r], abs=1e-5)
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop
+    loss = trainer.compute_loss(trainer.model, out)
+    loss.backward()  # TRL's loss takes them as they are
+    assert torch.isfinite(loss)

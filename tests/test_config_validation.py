@@ -116,11 +116,21 @@ def test_decision_branches_are_refused_where_they_cannot_apply(
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["rewards.branch_credit=sum"], "total or decision"),
+        (["rewards.branch_credit=sum"], "total, decision or decision_tokens"),
         (["rewards.branch_credit=decision"], "needs data.decision_branches"),
+        (["rewards.branch_credit=decision_tokens"], "needs data.decision_branches"),
         (
             ["rewards.branch_credit=decision", "data.decision_branches=true"],
             "rewards.weights.decision > 0",
+        ),
+        (
+            [
+                "rewards.branch_credit=decision_tokens",
+                "data.decision_branches=true",
+                "rewards.weights.decision=2.0",
+                "training.multi_objective_aggregation=normalize_then_sum",
+            ],
+            "sum_then_normalize",
         ),
     ],
 )
@@ -130,5 +140,6 @@ def test_decision_credit_needs_branches_and_a_weighted_decision(
     base = CONFIGS / "cpu_steps.yaml"
     on = ["data.decision_branches=true", "rewards.weights.decision=2.0"]
     assert load_config(base, [*on, "rewards.branch_credit=decision"]).rewards.branch_credit
+    assert load_config(base, [*on, "rewards.branch_credit=decision_tokens"]).rewards.branch_credit
     with pytest.raises(ConfigError, match=message):
         load_config(base, overrides)

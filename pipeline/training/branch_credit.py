@@ -24,6 +24,18 @@ A group where no row decided is left as it is (no branch knows its credit), and 
 component could score (the row, not the model, broke: TRL gives it no advantage). The transform
 runs on the reward matrix TRL sums and normalizes; the logged per-component means stay those of
 the replies, except that a credited row logs its branch's decision.
+
+``decision_tokens`` credit goes one step further, to the tokens. With ``decision`` a reply's one
+advantage still trains every token of it: the decision's share lands on the ~100-190 tokens of the
+call's arguments as much as on the tool name that made the decision, and TRL's loss (``dapo``:
+summed over tokens, divided by the batch's token count) gives the name tokens ~1% of the gradient,
+the rest being the arguments' share, noise as far as the decision is concerned (run 11 moved the
+opening log-odds of no case by its evidence, benchmarks/RESULTS.md "decision_margin"). Here each
+reply's advantage is split (``decision_share``): the decision's share goes to the tokens where the
+branch openings differ (``close_alert`` vs ``file_sar``), scaled by the reply's length over
+theirs so the decision weighs as much as it did spread over the reply; the rest of the advantage
+(the within-branch components) trains the other tokens. TRL takes ``[rows, tokens]`` advantages
+as they are (``_compute_loss``).
 """
 
 from __future__ import annotations
@@ -114,9 +126,69 @@ def _centre_within_branches(
                 rewards[mine, column] = rewards[mine, column] - branch_mean + group_mean
 
 
-def branch_credit_trainer(base: type) -> type:
+def decision_share(
+    rewards: Any,
+    weights: Any,
+    decision: int,
+    group: int,
+    scale: str,
+    branches: Sequence[int | None],
+) -> Any:
+    """Per row, the decision column's share of the advantage TRL derives from ``rewards``
+    ([rows, components], weighted by ``weights``; ``scale``: TRL's ``scale_rewards``): the
+    decision's weighted deviation from its group's mean over the rows TRL scores, divided as TRL
+    divides the summed deviation. 0 for rows outside a branch and for unscorable rows."""
+    import torch
+    from trl.trainer.utils import nanstd
+
+    values = torch.nan_to_num(rewards[:, decision]) * float(weights[decision])  # nansum's zeros
+    totals = (rewards * weights.unsqueeze(0)).nansum(dim=1)
+    unscorable = rewards.isnan().all(dim=1)
+    totals[unscorable], values[unscorable] = torch.nan, torch.nan
+    values = values - torch.nanmean(values.view(-1, group), dim=1).repeat_interleave(group)
+    if scale == "group":
+        std = nanstd(totals.view(-1, group), dim=1).repeat_interleave(group)
+        values = values / (std + 1e-4)
+    elif scale == "batch":
+        values = values / (nanstd(totals) + 1e-4)
+    in_branch = torch.tensor([b is not None for b in branches], dtype=torch.bool)
+    return torch.where(in_branch, torch.nan_to_num(values), torch.zeros_like(values))
+
+
+def decision_token_advantages(
+    advantages: Any,
+    shares: Any,
+    completion_mask: Any,
+    branches: Sequence[int | None],
+    openings: Sequence[Sequence[int]],
+) -> Any:
+    """``[rows, tokens]`` advantages: a branch row's decision tokens (where its opening differs
+    from the others) get its decision share times its length over theirs, its other tokens the
+    rest of its advantage; rows outside a branch keep their advantage on every token."""
+    common = _common_prefix(openings)
+    out = (advantages - shares).unsqueeze(1).repeat(1, completion_mask.shape[1])
+    lengths = completion_mask.sum(dim=1)
+    for row, branch in enumerate(branches):
+        if branch is None:
+            continue
+        end = len(openings[branch])
+        out[row, common:end] = shares[row] * lengths[row] / (end - common)
+    return out
+
+
+def _common_prefix(openings: Sequence[Sequence[int]]) -> int:
+    """Number of leading tokens every opening shares (``<tool_call>{"name": "``)."""
+    shortest = min(len(o) for o in openings)
+    for k in range(shortest):
+        if len({o[k] for o in openings}) > 1:
+            return k
+    return shortest
+
+
+def branch_credit_trainer(base: type, tokens: bool = False) -> type:
     """A subclass of ``base`` (the branching GRPOTrainer of ``trainer_sampling``) whose reward
-    matrix gets ``decision_credit``."""
+    matrix gets ``decision_credit``; with ``tokens`` its advantages are split over the tokens
+    (``decision_tokens`` credit, module docstring)."""
     from accelerate.utils import gather_object
 
     from pipeline.decoding.trainer_sampling import branch_openings
@@ -124,6 +196,8 @@ def branch_credit_trainer(base: type) -> type:
 
     class DecisionCreditGRPOTrainer(base):  # type: ignore[misc, valid-type]
         """GRPOTrainer crediting only the decision between decision branches (module docstring)."""
+
+        decision_tokens = tokens
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -134,8 +208,32 @@ def branch_credit_trainer(base: type) -> type:
             decided = gather_object(decisions_reached(completions, **kwargs))
             branches = gather_object([branch_of(ids, openings) for ids in completion_ids_list])
             group = self.num_generations if self.model.training else self.num_generations_eval
-            return decision_credit(
-                rewards, branches, decided, names.index("decision_reward"), group, len(openings)
+            column = names.index("decision_reward")
+            credited = decision_credit(rewards, branches, decided, column, group, len(openings))
+            if self.decision_tokens:
+                weights = self.reward_weights.to(credited.device)
+                shares = decision_share(
+                    credited, weights, column, group, self.scale_rewards, branches
+                )
+                self._token_split = (shares, branches, openings)
+            return credited
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            if not self.decision_tokens:
+                return out
+            shares, branches, openings = self._token_split
+            rows = len(out["advantages"])
+            local = slice(
+                self.accelerator.process_index * rows, (self.accelerator.process_index + 1) * rows
             )
+            out["advantages"] = decision_token_advantages(
+                out["advantages"],
+                shares[local].to(out["advantages"].device),
+                out["completion_mask"],
+                branches[local],
+                openings,
+            )
+            return out
 
     return DecisionCreditGRPOTrainer

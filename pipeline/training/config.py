@@ -162,7 +162,8 @@ class RewardsSection:
     """Component -> weight; components not named keep rewards.REWARD_WEIGHTS_DEFAULT; 0 = logged only."""
     branch_credit: str = "total"
     """With data.decision_branches: total (each reply's weighted sum) | decision (only the
-    decision differs between branches; pipeline/training/branch_credit.py)."""
+    decision differs between branches) | decision_tokens (that, and the decision's share of the
+    advantage trains only the tokens naming the decision; pipeline/training/branch_credit.py)."""
 
 
 @dataclass

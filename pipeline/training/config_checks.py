@@ -146,12 +146,20 @@ def _check_branches(cfg: TrainConfig) -> None:
 def _check_branch_credit(cfg: TrainConfig) -> None:
     """Decision credit re-weighs decision branches by the decision component: both must be on."""
     credit = cfg.rewards.branch_credit
-    if credit not in ("total", "decision"):
-        raise ConfigError(f"rewards.branch_credit {credit!r}: total or decision")
-    if credit == "decision" and not cfg.data.decision_branches:
-        raise ConfigError("rewards.branch_credit=decision needs data.decision_branches=true")
-    if credit == "decision" and not cfg.rewards.weights.get("decision", 0.0) > 0.0:
-        raise ConfigError("rewards.branch_credit=decision needs rewards.weights.decision > 0")
+    if credit not in ("total", "decision", "decision_tokens"):
+        raise ConfigError(f"rewards.branch_credit {credit!r}: total, decision or decision_tokens")
+    if credit == "total":
+        return
+    if not cfg.data.decision_branches:
+        raise ConfigError(f"rewards.branch_credit={credit} needs data.decision_branches=true")
+    if not cfg.rewards.weights.get("decision", 0.0) > 0.0:
+        raise ConfigError(f"rewards.branch_credit={credit} needs rewards.weights.decision > 0")
+    aggregation = cfg.training.get("multi_objective_aggregation", "sum_then_normalize")
+    if credit == "decision_tokens" and aggregation != "sum_then_normalize":
+        raise ConfigError(
+            "rewards.branch_credit=decision_tokens splits TRL's summed advantage: it needs "
+            "training.multi_objective_aggregation=sum_then_normalize"
+        )
 
 
 def _check_batches(t: dict[str, Any], d: DataSection) -> None:
