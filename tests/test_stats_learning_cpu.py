@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.learning_cpu import QUICK, chart, mode_markdown, parse_args
+from benchmarks.learning_cpu import QUICK, parse_args
+from benchmarks.learning_report import chart, mode_markdown
 from pipeline.evaluation.episodes import evaluate
 
 
@@ -93,7 +94,7 @@ def test_report_only_rebuilds_the_section_from_a_saved_run(stages, tmp_path, cap
 
 
 def test_run_command_names_the_arguments_that_differ_from_the_preset() -> None:
-    from benchmarks.learning_cpu import run_command
+    from benchmarks.learning_report import run_command
 
     args = {k: str(v) for k, v in vars(parse_args(["--episodes", "20"])).items()}
     assert run_command("interactive", args) == (
@@ -106,7 +107,8 @@ def test_run_command_names_the_arguments_that_differ_from_the_preset() -> None:
 
 
 def test_interactive_starts_from_the_plan_warm_adapter_or_says_what_is_missing(tmp_path) -> None:
-    from benchmarks.learning_cpu import plan_warm_adapter, run_command, warm_start_label
+    from benchmarks.learning_cpu import plan_warm_adapter
+    from benchmarks.learning_report import run_command, warm_start_label
 
     args = parse_args(["--output-dir", str(tmp_path)])
     with pytest.raises(SystemExit, match="run --modes plan first"):
@@ -133,15 +135,15 @@ def test_interactive_starts_from_the_plan_warm_adapter_or_says_what_is_missing(t
 def test_a_mode_report_rewrites_its_own_section_and_keeps_the_other_modes(
     stages, tmp_path, monkeypatch, capsys
 ) -> None:
-    import benchmarks.learning_cpu as lc
     import benchmarks.results as results
+    from benchmarks.learning_report import report
 
     page = tmp_path / "RESULTS.md"
     kept = "<!-- learning_cpu_interactive:start -->\ninteractive figures\n"
     page.write_text(f"# Benchmark results\n\n{kept}<!-- learning_cpu_interactive:end -->\n")
     monkeypatch.setattr(results, "RESULTS", page)
     args = parse_args(["--output-dir", str(tmp_path)])
-    assert lc.report({"plan": _run(stages)}, args) == 0
+    assert report({"plan": _run(stages)}, args) == 0
     text = page.read_text()
     assert kept in text and "<!-- learning_cpu:start -->" in text
     plan = text.split("<!-- learning_cpu_plan:start -->")[1].split("<!-- learning_cpu_plan:end")[0]
@@ -240,7 +242,7 @@ def test_a_saved_steps_run_reloads_with_its_baselines_in_order(tmp_path) -> None
 
 
 def test_steps_command_reproduces_each_override_as_its_own_flag() -> None:
-    from benchmarks.learning_cpu import steps_command
+    from benchmarks.learning_report import steps_command
 
     args = {"quick": "True", "reply_tokens": "16", "steps_set": "['a.b=1', 'training.x=2']"}
     command = steps_command(args)
@@ -251,7 +253,7 @@ def test_a_reused_warm_start_counts_its_training_time_or_shows_no_time_target(tm
     """`--steps-warm` skips the SFT in this run: the hour must still include it."""
     import json
 
-    from benchmarks.learning_cpu import steps_command
+    from benchmarks.learning_report import steps_command
     from benchmarks.learning_steps import WARM_RECORD, steps_targets, warm_phrase, warm_record
 
     base = {"seconds": 3000.0, "frac_reward_zero_std": [0.0], "warm_from": str(tmp_path)}
