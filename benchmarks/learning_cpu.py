@@ -150,6 +150,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--steps-set", action="append", help="Steps: extra config override (section.key=value)"
     )
     parser.add_argument(
+        "--reuse-evals",
+        action="store_true",
+        help="Steps: keep the untrained and warm evaluations an interrupted run of the same "
+        "command already saved in --output-dir instead of evaluating those stages again",
+    )
+    parser.add_argument(
         "--extend-cuts",
         type=int,
         default=0,

@@ -79,6 +79,17 @@ def evaluate_horizon(policy: str, episodes: int, reply_tokens: int, lockstep: in
     return result
 
 
+def saved_evaluation(out: Path, stage: str, n_cuts: int) -> tuple[Any, Any] | None:
+    """A stage's saved cut and horizon evaluations in ``out``, if both are there and the cuts
+    are the ``n_cuts`` this run scores (``--reuse-evals``: an interrupted run resumes after its
+    finished evaluations; their seconds stay those of the run that made them)."""
+    paths = [out / f"{kind}_{stage}.json" for kind in ("cuts", "horizon")]
+    if not all(p.is_file() for p in paths):
+        return None
+    cuts, horizon = (json.loads(p.read_text()) for p in paths)
+    return (cuts, horizon) if len(cuts["episodes"]) == n_cuts else None
+
+
 def run_steps(base: Path, args: Any) -> dict[str, Any]:
     """Evaluate untrained, warm-start, GRPO, evaluate each stage; baselines on the same seeds."""
     from benchmarks.results import machine
@@ -93,6 +104,11 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
     horizon: dict[str, Any] = {}
 
     def evaluate_stage(stage: str, policy: str) -> None:
+        saved = saved_evaluation(out, stage, len(rows)) if getattr(args, "reuse_evals", 0) else None
+        if saved is not None and stage != "grpo":
+            cuts[stage], horizon[stage] = saved
+            logger.info("steps %s: evaluations reused from %s", stage, out)
+            return
         cuts[stage] = evaluate_cuts(policy, rows, args.reply_tokens)
         horizon[stage] = evaluate_horizon(policy, args.horizon_episodes, args.reply_tokens, 32)
         for kind, table in (("cuts", cuts), ("horizon", horizon)):
