@@ -295,3 +295,18 @@ def test_extended_cuts_append_new_seeds_and_the_report_says_so(tmp_path) -> None
     with pytest.raises(SystemExit, match="different cut counts"):
         (tmp_path / "cuts_warm.json").write_text(json.dumps({"summary": {}, "episodes": []}))
         extend_cuts(tmp_path, tmp_path, 2, 64, ("always_file", "warm"))
+
+
+def test_reuse_evals_keeps_a_stages_saved_evaluations_only_for_the_same_cuts(tmp_path) -> None:
+    import json
+
+    from benchmarks.learning_steps import saved_evaluation
+
+    assert saved_evaluation(tmp_path, "warm", 2) is None  # nothing saved yet
+    cuts = {"summary": {"episodes": 2}, "episodes": [{"seed": 1}, {"seed": 2}]}
+    (tmp_path / "cuts_warm.json").write_text(json.dumps(cuts))
+    assert saved_evaluation(tmp_path, "warm", 2) is None  # the horizon evaluation is missing
+    (tmp_path / "horizon_warm.json").write_text(json.dumps({"summary": {}, "episodes": []}))
+    assert saved_evaluation(tmp_path, "warm", 2) == (cuts, {"summary": {}, "episodes": []})
+    assert saved_evaluation(tmp_path, "warm", 3) is None  # another cut count: evaluate again
+    assert parse_args(["--reuse-evals"]).reuse_evals and not parse_args([]).reuse_evals
