@@ -104,8 +104,9 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
     horizon: dict[str, Any] = {}
 
     def evaluate_stage(stage: str, policy: str) -> None:
-        saved = saved_evaluation(out, stage, len(rows)) if getattr(args, "reuse_evals", 0) else None
-        if saved is not None and stage != "grpo":
+        reuse = stage != "grpo" and getattr(args, "reuse_evals", False)
+        saved = saved_evaluation(out, stage, len(rows)) if reuse else None
+        if saved is not None:
             cuts[stage], horizon[stage] = saved
             logger.info("steps %s: evaluations reused from %s", stage, out)
             return

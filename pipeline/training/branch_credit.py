@@ -151,7 +151,7 @@ def decision_share(
         values = values / (std + 1e-4)
     elif scale == "batch":
         values = values / (nanstd(totals) + 1e-4)
-    in_branch = torch.tensor([b is not None for b in branches], dtype=torch.bool)
+    in_branch = torch.tensor([b is not None for b in branches], device=values.device)
     return torch.where(in_branch, torch.nan_to_num(values), torch.zeros_like(values))
 
 
