@@ -7,8 +7,8 @@ result, a per-step reward and ``done``. A terminal tool (a decision) or the step
 episode with a ``Grade`` in [0, 1] and its named components.
 
 Tools are ordinary typed methods marked with ``@tool``; their signatures and Google-style docstrings
-are read once per class into ``ToolSpec`` objects, and those specs are the single source for the
-system prompt, the JSON schemas, the OpenEnv action model, MCP and TRL tools.
+are read once per class into ``ToolSpec`` objects (``env/tool_spec.py``), and those specs are the
+single source for the system prompt, the JSON schemas, the OpenEnv action model, MCP and TRL tools.
 
 Agent input never raises: an unknown tool, a missing, extra or mistyped argument, an oversized
 payload, an unknown id (a tool raises ``ToolError``) all come back as an observation with ``error``
@@ -18,17 +18,18 @@ set and a small penalty. Programmer errors inside a tool are logged, counted in
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import random
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, get_type_hints
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-import docstring_parser
 from openenv.core import Action, Environment, Observation, State
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field
+
+from env.tool_spec import ToolError, ToolSpec, spec_from_method
+from env.tool_spec import tool as tool  # environments import the decorator from here
 
 logger = logging.getLogger(__name__)
 
@@ -86,107 +87,6 @@ class EnvConfig(BaseModel):
     )
     repeat_penalty: float = Field(default=-0.03, description="Same tool and arguments again")
     max_argument_chars: int = Field(default=4000, ge=16, description="Larger payloads are refused")
-
-
-class ToolError(Exception):
-    """Raised inside a tool for bad agent input (unknown id, impossible request)."""
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool as every consumer sees it, derived once from a typed, documented method."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    kind: str
-    terminal: bool
-    arguments_model: type[BaseModel] = field(repr=False, compare=False)
-
-    def openai_schema(self) -> dict[str, Any]:
-        """The OpenAI / chat-template function schema."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
-
-    def signature(self) -> str:
-        """A one-line Python-like signature for prompts: ``name(a: int, b: str = 'x')``."""
-        props = self.parameters.get("properties", {})
-        required = set(self.parameters.get("required", []))
-        parts = []
-        for arg, schema in props.items():
-            typ = _schema_type_name(schema)
-            parts.append(f"{arg}: {typ}" if arg in required else f"{arg}: {typ} = optional")
-        return f"{self.name}({', '.join(parts)})"
-
-    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Return validated keyword arguments, or raise ``ToolError`` naming each problem."""
-        try:
-            parsed = self.arguments_model.model_validate(arguments)
-        except ValidationError as exc:
-            problems = []
-            for err in exc.errors():
-                where = ".".join(str(p) for p in err["loc"]) or "arguments"
-                problems.append(f"{where}: {err['msg']}")
-            raise ToolError(f"invalid arguments for {self.name}: " + "; ".join(problems)) from None
-        return {name: getattr(parsed, name) for name in self.arguments_model.model_fields}
-
-
-def _schema_type_name(schema: dict[str, Any]) -> str:
-    if "enum" in schema:
-        return "|".join(repr(v) for v in schema["enum"])
-    if "anyOf" in schema:
-        return " | ".join(_schema_type_name(s) for s in schema["anyOf"])
-    typ = schema.get("type", "any")
-    if typ == "array":
-        return f"list[{_schema_type_name(schema.get('items', {}))}]"
-    return {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}.get(typ, typ)
-
-
-def tool(fn=None, *, kind: str = "action", terminal: bool = False):
-    """Mark a method as an agent tool. ``terminal`` tools end the episode with a decision."""
-
-    def mark(f):
-        f.__tool__ = {"kind": kind, "terminal": terminal}
-        return f
-
-    return mark(fn) if fn is not None else mark
-
-
-def _spec_from_method(name: str, method) -> ToolSpec:
-    doc = docstring_parser.parse(inspect.getdoc(method) or "")
-    description = " ".join(
-        part for part in (doc.short_description, doc.long_description) if part
-    ).strip()
-    if not description:
-        raise TypeError(f"tool {name} needs a docstring: it is the tool's description")
-    arg_docs = {p.arg_name: p.description or "" for p in doc.params}
-    hints = get_type_hints(method)
-    fields: dict[str, Any] = {}
-    for pname, param in inspect.signature(method).parameters.items():
-        if pname == "self":
-            continue
-        if pname not in hints:
-            raise TypeError(f"tool {name}: argument {pname} needs a type hint")
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[pname] = (hints[pname], Field(default, description=arg_docs.get(pname, "")))
-    model = create_model(
-        f"{name}_arguments",
-        __config__=ConfigDict(extra="forbid", strict=False),
-        **fields,
-    )
-    parameters = model.model_json_schema()
-    parameters.pop("title", None)
-    for prop in parameters.get("properties", {}).values():
-        prop.pop("title", None)
-    parameters.setdefault("properties", {})
-    meta = method.__tool__
-    return ToolSpec(name, description, parameters, meta["kind"], meta["terminal"], model)
 
 
 @dataclass
@@ -261,7 +161,7 @@ class ToolEnvironment(Environment[ToolCallAction, ToolObservation, EpisodeState]
             for klass in reversed(cls.__mro__):
                 for attr, value in vars(klass).items():
                     if callable(value) and hasattr(value, "__tool__"):
-                        specs[attr] = _spec_from_method(attr, value)
+                        specs[attr] = spec_from_method(attr, value)
             ToolEnvironment._spec_cache[cls] = specs
         return ToolEnvironment._spec_cache[cls]
 

@@ -34,6 +34,7 @@ from env.gang.world import (
     Adjacency,
     Labels,
     World,
+    write_columns,
 )
 
 GROUPS = ["none", "gang", "family", "office", "fanclub", "startup"]
@@ -164,8 +165,7 @@ class _Members:
         return self.bio_groups.index(name)
 
     def put(self, i: int, **values: object) -> None:
-        for name, value in values.items():
-            self.cols[name][i] = value
+        write_columns(self.cols, i, values)
 
     def clique(self, members: list[int], density: float) -> None:
         for i in members:

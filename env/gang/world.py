@@ -49,6 +49,12 @@ DEFAULT_AVATAR = -(STOCK_PHOTOS + 1)
 below it the shared photos of ``World.shared_photos`` (fan clubs)."""
 
 
+def write_columns(cols: dict[str, Any], i: int, values: dict[str, Any]) -> None:
+    """Set account ``i``'s entry in each named column (generation and evasion both edit rows)."""
+    for name, value in values.items():
+        cols[name][i] = value
+
+
 @dataclass(slots=True)
 class Account:
     """One account as the tools read it; ``gang`` and ``group`` are hidden truth."""
@@ -214,8 +220,7 @@ class World:
 
     def write(self, i: int, **values: Any) -> None:
         """Write columns of account ``i`` (its built ``Account``, if any, is rebuilt on read)."""
-        for name, value in values.items():
-            self.cols[name][i] = value
+        write_columns(self.cols, i, values)
         self.accounts.forget(i)
 
     def unfollow(self, a: int, b: int) -> None:

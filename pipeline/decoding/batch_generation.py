@@ -17,74 +17,11 @@ checks it token for token); figures in benchmarks/RESULTS.md (``decode_cpu``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
-from functools import cache
 from typing import Any
 
+from pipeline.decoding.cascade_attention import GQA_ATTENTION, SHARED_PREFIX, register_gqa_attention
 from pipeline.decoding.kv_rows import RowKV, SharedPrefix, capture, place, preload
-
-GQA_ATTENTION = "sdpa_gqa"
-_PREFIX: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("shared_prefix_kv", default=None)
-"""Keys and values of the shared prefix per layer ([1, kv_heads, P, dim]) while decoding."""
-
-
-def _sdpa_gqa(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any):
-    """Attention of a batch over the shared prefix (stored once) and each row's own suffix."""
-    import torch
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    prefix = _PREFIX.get()
-    if prefix is None or kwargs.get("output_attentions"):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    prefix_keys, prefix_values = prefix[module.layer_idx]
-    batch, heads, q_len, dim = query.shape
-    kv_heads, suffix = key.shape[1], key.shape[2]
-    groups = heads // kv_heads  # query head h reads key/value head h // groups
-    scale = kwargs.get("scaling") or dim**-0.5
-    q = query.reshape(batch, kv_heads, groups * q_len, dim) * scale
-    # Prefix: every row's queries against the one copy of the prefix, as one product per kv head.
-    stacked = q.transpose(0, 1).reshape(kv_heads, batch * groups * q_len, dim)
-    prefix_scores = (stacked @ prefix_keys[0].transpose(-1, -2)).reshape(
-        kv_heads, batch, groups * q_len, -1
-    )
-    suffix_scores = (q @ key.transpose(-1, -2)).reshape(batch, kv_heads, groups, q_len, suffix)
-    suffix_scores = suffix_scores + _additive_mask(attention_mask, q_len, suffix, query)
-    scores = torch.cat(
-        [prefix_scores.transpose(0, 1), suffix_scores.reshape(batch, kv_heads, -1, suffix)], -1
-    )
-    probs = scores.softmax(-1)
-    prefix_probs, suffix_probs = probs.split([prefix_scores.shape[-1], suffix], -1)
-    stacked_probs = prefix_probs.transpose(0, 1).reshape(kv_heads, batch * groups * q_len, -1)
-    out = (stacked_probs @ prefix_values[0]).reshape(kv_heads, batch, groups * q_len, dim)
-    out = out.transpose(0, 1) + suffix_probs @ value
-    return out.reshape(batch, heads, q_len, dim).transpose(1, 2).contiguous(), None
-
-
-def _additive_mask(mask: Any, q_len: int, kv_len: int, like: Any) -> Any:
-    """[batch, 1, 1, q_len, kv_len] additive mask from transformers' (boolean or float) mask."""
-    import torch
-
-    if mask is None:  # transformers skips the mask when causal alone is enough
-        allowed = torch.ones(q_len, kv_len, dtype=torch.bool, device=like.device).tril(
-            kv_len - q_len
-        )
-        mask = allowed[None, None]
-    mask = mask[:, :, :, :kv_len]
-    if mask.dtype == torch.bool:
-        mask = torch.zeros(mask.shape, dtype=like.dtype, device=like.device).masked_fill(
-            ~mask, torch.finfo(like.dtype).min
-        )
-    return mask.unsqueeze(2)
-
-
-def register_gqa_attention() -> str:
-    """Register ``sdpa_gqa`` with transformers (idempotent); returns its name."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-
-    AttentionInterface.register(GQA_ATTENTION, _sdpa_gqa)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(GQA_ATTENTION, sdpa_mask)
-    return GQA_ATTENTION
+from pipeline.decoding.preallocated_cache import keep_rows_of, row_view, suffix_cache
 
 
 def common_prefix(rows: Sequence[Sequence[int]]) -> int:
@@ -94,70 +31,6 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> int:
     while n < shortest - 1 and all(r[n] == rows[0][n] for r in rows):
         n += 1
     return n
-
-
-@cache
-def _preallocated_layer_class() -> type:
-    """``DynamicLayer`` over fixed storage, written in place: ``DynamicCache`` grows with
-    ``torch.cat``, so every decoded token would copy the whole cache."""
-    from transformers.cache_utils import DynamicLayer
-
-    class PreallocatedLayer(DynamicLayer):
-        def __init__(self, keys: Any, values: Any, length: int = 0) -> None:
-            super().__init__()
-            self._keys, self._values = keys, values
-            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
-            self.keys, self.values = keys[:, :, :length], values[:, :, :length]
-
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any):
-            start = self.keys.shape[-2]
-            end = start + key_states.shape[-2]
-            self._keys[:, :, start:end] = key_states
-            self._values[:, :, start:end] = value_states
-            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
-            return self.keys, self.values
-
-        def keep_rows(self, rows: Any) -> None:
-            end = self.keys.shape[-2]
-            self._keys, self._values = self._keys[rows], self._values[rows]
-            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
-
-    return PreallocatedLayer
-
-
-def cache_of(layers: list[Any]) -> Any:
-    """A ``DynamicCache`` made of the given layers (transformers builds its own otherwise)."""
-    from transformers import DynamicCache
-
-    cache = DynamicCache()
-    cache.layers = layers
-    return cache
-
-
-def _suffix_cache(prefix_cache: Any, batch: int, capacity: int) -> Any:
-    """An empty per-row cache with room for ``capacity`` suffix positions, written in place."""
-    layer_class = _preallocated_layer_class()
-    layers = []
-    for layer in prefix_cache.layers:
-        shape = (batch, layer.keys.shape[1], capacity, layer.keys.shape[3])
-        layers.append(layer_class(layer.keys.new_empty(shape), layer.keys.new_empty(shape)))
-    return cache_of(layers)
-
-
-def _row_view(cache: Any, row: int, offset: int, length: int) -> Any:
-    """A one-row cache that writes row ``row`` of a suffix cache from column ``offset`` on, with
-    ``length`` positions already filled: a row encoded alone lands where the batch reads it."""
-    layer_class = _preallocated_layer_class()
-    return cache_of(
-        [
-            layer_class(
-                layer._keys[row : row + 1, :, offset:],
-                layer._values[row : row + 1, :, offset:],
-                length,
-            )
-            for layer in cache.layers
-        ]
-    )
 
 
 PREFILL_CHUNK = 256
@@ -177,15 +50,6 @@ COMPACT_BELOW = 0.75
 """A batch drops its finished rows once fewer than this share of them are still decoding: a
 finished row costs as much as a live one at every step, and a batch otherwise runs as long as its
 longest reply (one plan rambling to the cap kept 49 finished ones decoding)."""
-
-
-def _keep_rows(cache: Any, rows: Any) -> None:
-    """Keep only ``rows`` of every layer of a decoding cache (preallocated or plain)."""
-    for layer in cache.layers:
-        if hasattr(layer, "keep_rows"):
-            layer.keep_rows(rows)
-        else:
-            layer.keys, layer.values = layer.keys[rows], layer.values[rows]
 
 
 def greedy_choice(logits: Any) -> Any:
@@ -379,8 +243,10 @@ def _decode_batch(
     offsets = [width - len(s) for s in suffixes]
     cache, token_prefix, encoded_from, per_row = None, None, 0, None
     if prefix_cache is not None:
-        cache = _suffix_cache(prefix_cache, batch, width + max_new_tokens)
-        token_prefix = _PREFIX.set([(layer.keys, layer.values) for layer in prefix_cache.layers])
+        cache = suffix_cache(prefix_cache, batch, width + max_new_tokens)
+        token_prefix = SHARED_PREFIX.set(
+            [(layer.keys, layer.values) for layer in prefix_cache.layers]
+        )
         kept_rows = list(resume) if resume is not None else [None] * batch
         reuse = [r.reusable(s) if r else 0 for r, s in zip(kept_rows, suffixes, strict=True)]
         new = [len(s) - n for s, n in zip(suffixes, reuse, strict=True)]
@@ -433,7 +299,7 @@ def _decode_batch(
                     keep(index, rows[index])
                 rows = [rows[i] for i in live.tolist()]
                 ids, positions, mask, done = ids[live], positions[live], mask[live], done[live]
-                _keep_rows(cache, live)
+                keep_rows_of(cache, live)
             logits, cache = _step(model, ids, mask, positions, cache)
             for row in rows:
                 fed[row] = min(fed[row] + 1, len(out[row]))  # a finished row's extra tokens: no
@@ -441,7 +307,7 @@ def _decode_batch(
             keep(index, row)
     finally:
         if token_prefix is not None:
-            _PREFIX.reset(token_prefix)
+            SHARED_PREFIX.reset(token_prefix)
     return out, [kept[row] for row in sorted(kept)]
 
 
@@ -463,7 +329,7 @@ def _prefill_rows(
     last = []
     for row, (suffix, offset, n) in enumerate(zip(suffixes, offsets, reuse, strict=True)):
         place(cache, row, kept_rows[row], offset, n)
-        view = _row_view(cache, row, offset, n)
+        view = row_view(cache, row, offset, n)
         for begin in range(n, len(suffix), PREFILL_CHUNK):
             end = min(begin + PREFILL_CHUNK, len(suffix))
             ids = torch.tensor([suffix[begin:end]], device=device)

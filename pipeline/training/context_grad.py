@@ -66,7 +66,7 @@ def _rows_of(encoded: Any, g: int) -> Any:
     copy); the forward pass grows the new cache, so ``encoded`` can serve another group."""
     from transformers.cache_utils import DynamicLayer
 
-    from pipeline.decoding.batch_generation import cache_of
+    from pipeline.decoding.preallocated_cache import cache_of
 
     layers = []
     for source in encoded.layers:
