@@ -32,6 +32,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,17 +74,27 @@ def auc(clean: list[float], suspicious: list[float]) -> float:
     return wins / (len(clean) * len(suspicious))
 
 
+def bootstrap_interval(
+    statistic: Callable[[list[Any], list[Any]], float],
+    clean: list[Any],
+    suspicious: list[Any],
+    seed: int,
+) -> tuple[float, float]:
+    """95% interval of ``statistic(clean, suspicious)`` over resamples that draw each class
+    with replacement, its own size (a stage's AUC, or two stages' difference by cut index)."""
+    rng = random.Random(seed)
+    resampled = sorted(
+        statistic([rng.choice(clean) for _ in clean], [rng.choice(suspicious) for _ in suspicious])
+        for _ in range(BOOTSTRAP)
+    )
+    return resampled[int(0.025 * BOOTSTRAP)], resampled[int(0.975 * BOOTSTRAP) - 1]
+
+
 def summary(margins: list[float], verdicts: list[int], seed: int = 0) -> dict[str, Any]:
     """Rate, reading and accuracies of one stage (module docstring); verdict 1 = file."""
     clean = [m for m, v in zip(margins, verdicts, strict=True) if not v]
     suspicious = [m for m, v in zip(margins, verdicts, strict=True) if v]
-    rng = random.Random(seed)
-    resampled = []
-    for _ in range(BOOTSTRAP):
-        c = [rng.choice(clean) for _ in clean]
-        s = [rng.choice(suspicious) for _ in suspicious]
-        resampled.append(auc(c, s))
-    resampled.sort()
+    low, high = bootstrap_interval(auc, clean, suspicious, seed)
 
     def accuracy(threshold: float) -> float:
         right = [(m > threshold) != bool(v) for m, v in zip(margins, verdicts, strict=True)]
@@ -95,8 +106,8 @@ def summary(margins: list[float], verdicts: list[int], seed: int = 0) -> dict[st
         "mean_margin_clean": round(sum(clean) / len(clean), 3),
         "mean_margin_suspicious": round(sum(suspicious) / len(suspicious), 3),
         "auc": round(auc(clean, suspicious), 3),
-        "auc_low": round(resampled[int(0.025 * BOOTSTRAP)], 3),
-        "auc_high": round(resampled[int(0.975 * BOOTSTRAP) - 1], 3),
+        "auc_low": round(low, 3),
+        "auc_high": round(high, 3),
         "accuracy_at_0": round(accuracy(0.0), 3),
         "accuracy_best_threshold": round(max(accuracy(t) for t in thresholds), 3),
     }
@@ -116,15 +127,11 @@ def paired_auc_difference(
     def difference(c: list[int], s: list[int]) -> float:
         return stage_auc(first, c, s) - stage_auc(second, c, s)
 
-    rng = random.Random(seed)
-    resampled = sorted(
-        difference([rng.choice(clean) for _ in clean], [rng.choice(suspicious) for _ in suspicious])
-        for _ in range(BOOTSTRAP)
-    )
+    low, high = bootstrap_interval(difference, clean, suspicious, seed)
     return {
         "auc_difference": round(difference(clean, suspicious), 3),
-        "low": round(resampled[int(0.025 * BOOTSTRAP)], 3),
-        "high": round(resampled[int(0.975 * BOOTSTRAP) - 1], 3),
+        "low": round(low, 3),
+        "high": round(high, 3),
     }
 
 
