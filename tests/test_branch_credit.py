@@ -101,11 +101,25 @@ def test_decision_tokens_carry_the_decision_share_and_the_rest_trains_the_other_
     mask = torch.tensor([[1] * 10, [1] * 8 + [0] * 2, [1] * 6 + [0] * 4])
     out = decision_token_advantages(advantages, shares, mask, [0, 1, None], openings)
     assert out.shape == (3, 10)
-    assert out[0, 3].item() == pytest.approx(1.0 * 10 / 1)  # one decision token, reply of 10
+    mean_length = (10 + 8) / 2  # of the branch rows, not each row's own
+    assert out[0, 3].item() == pytest.approx(1.0 * mean_length)
     assert out[0, [0, 1, 2, *range(4, 10)]].tolist() == pytest.approx([0.5] * 9)
-    assert out[1, 3:5].tolist() == pytest.approx([-1.0 * 8 / 2] * 2)  # two tokens, reply of 8
-    assert out[1, [0, 1, 2, 5, 6, 7]].tolist() == pytest.approx([0.5] * 6)
+    assert out[1, 3].item() == pytest.approx(-1.0 * mean_length)  # only the parting token
+    assert out[1, [0, 1, 2, *range(4, 8)]].tolist() == pytest.approx([0.5] * 7)
     assert out[2].tolist() == pytest.approx([0.25] * 10)  # outside a branch: as TRL gave it
+
+
+def test_decision_token_pushes_do_not_depend_on_a_replys_own_length() -> None:
+    """Two cases, one calling for each decision, whose replies differ only in length: the push
+    toward the right decision is the same size on both, so the batch teaches no rate."""
+    openings = [[1, 7], [1, 8]]
+    shares = torch.tensor([0.7, -0.7, -0.7, 0.7])  # case A: close right; case B: file right
+    mask = torch.tensor([[1] * 12, [1] * 6 + [0] * 6, [1] * 4 + [0] * 8, [1] * 6 + [0] * 6])
+    out = decision_token_advantages(shares.clone(), shares, mask, [0, 1, 0, 1], openings)
+    toward_close = out[0, 1] - out[1, 1]  # case A: close up, file down
+    toward_file = out[3, 1] - out[2, 1]  # case B: file up, close down
+    assert float(toward_close) == pytest.approx(float(toward_file))
+    assert float(out[:, 1].sum()) == pytest.approx(0.0)
 
 
 @pytest.mark.slow
@@ -206,16 +220,12 @@ def test_a_decision_tokens_trainer_hands_trl_token_advantages_that_add_up(tmp_pa
     start = 0
     while len({o[start] for o in openings}) == 1:
         start += 1
+    mean_length = float(mask.sum(dim=1).float().mean())
     for r in range(8):
-        opening = openings[r % 2]
-        decision = advantages[r, start : len(opening)]
-        length = float(mask[r].sum())
-        assert torch.allclose(decision, decision[0].expand_as(decision))
         rest = advantages[r, 0]
-        assert torch.allclose(
-            advantages[r, len(opening) :], rest.expand(mask.shape[1] - len(opening))
-        )
-        share = float(decision[0]) * len(decision) / length
+        others = torch.cat([advantages[r, :start], advantages[r, start + 1 :]])
+        assert torch.allclose(others, rest.expand_as(others))
+        share = float(advantages[r, start]) / mean_length
         assert share + float(rest) == pytest.approx(scalar[r], abs=1e-5)
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop
     loss = trainer.compute_loss(trainer.model, out)

@@ -31,11 +31,17 @@ call's arguments as much as on the tool name that made the decision, and TRL's l
 summed over tokens, divided by the batch's token count) gives the name tokens ~1% of the gradient,
 the rest being the arguments' share, noise as far as the decision is concerned (run 11 moved the
 opening log-odds of no case by its evidence, benchmarks/RESULTS.md "decision_margin"). Here each
-reply's advantage is split (``decision_share``): the decision's share goes to the tokens where the
-branch openings differ (``close_alert`` vs ``file_sar``), scaled by the reply's length over
-theirs so the decision weighs as much as it did spread over the reply; the rest of the advantage
-(the within-branch components) trains the other tokens. TRL takes ``[rows, tokens]`` advantages
-as they are (``_compute_loss``).
+reply's advantage is split (``decision_share``): the decision's share goes to the one token where
+the branch openings part (``close`` vs ``file``), the rest of the advantage (the within-branch
+components) trains every other token. The decision token's share is scaled by the mean length of
+the batch's branch rows, so that the batch's decision weighs as much as it did spread over its
+replies; the same scale for every row, not the row's own length: the length of a reply depends on
+its case (a closing's reason runs longer on some cases than on others), and a push toward a
+decision weighted by it is larger on those cases whichever decision is right there, which trains
+the rate of that decision rather than its reading (the drift of runs 13 and 14, which scaled by
+the row's own length). The tokens after the parting one (``_alert``, ``_sar``) follow from it
+with probability ~1 and get the rest like the others. TRL takes ``[rows, tokens]`` advantages as
+they are (``_compute_loss``).
 """
 
 from __future__ import annotations
@@ -162,17 +168,16 @@ def decision_token_advantages(
     branches: Sequence[int | None],
     openings: Sequence[Sequence[int]],
 ) -> Any:
-    """``[rows, tokens]`` advantages: a branch row's decision tokens (where its opening differs
-    from the others) get its decision share times its length over theirs, its other tokens the
+    """``[rows, tokens]`` advantages: a branch row's decision token (the first where the openings
+    part) gets its decision share times the mean length of the branch rows, its other tokens the
     rest of its advantage; rows outside a branch keep their advantage on every token."""
     common = _common_prefix(openings)
     out = (advantages - shares).unsqueeze(1).repeat(1, completion_mask.shape[1])
-    lengths = completion_mask.sum(dim=1)
-    for row, branch in enumerate(branches):
-        if branch is None:
-            continue
-        end = len(openings[branch])
-        out[row, common:end] = shares[row] * lengths[row] / (end - common)
+    rows = [row for row, branch in enumerate(branches) if branch is not None]
+    if rows:
+        scale = completion_mask[rows].sum(dim=1).float().mean()
+        for row in rows:
+            out[row, common] = shares[row] * scale
     return out
 
 

@@ -163,7 +163,7 @@ class RewardsSection:
     branch_credit: str = "total"
     """With data.decision_branches: total (each reply's weighted sum) | decision (only the
     decision differs between branches) | decision_tokens (that, and the decision's share of the
-    advantage trains only the tokens naming the decision; pipeline/training/branch_credit.py)."""
+    advantage trains only the token naming the decision; pipeline/training/branch_credit.py)."""
 
 
 @dataclass
