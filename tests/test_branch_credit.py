@@ -12,6 +12,8 @@ from pipeline.training.branch_credit import (
     decision_credit,
     decision_share,
     decision_token_advantages,
+    decision_token_mask,
+    likelihood_weighted,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +122,43 @@ def test_decision_token_pushes_do_not_depend_on_a_replys_own_length() -> None:
     toward_file = out[3, 1] - out[2, 1]  # case B: file up, close down
     assert float(toward_close) == pytest.approx(float(toward_file))
     assert float(out[:, 1].sum()) == pytest.approx(0.0)
+
+
+def test_likelihood_weights_each_decision_token_by_how_wrong_the_policy_still_is() -> None:
+    advantages = torch.tensor([[0.1, 3.0, 0.1], [0.2, -3.0, 0.2], [0.5, 0.5, 0.5]])
+    p = torch.tensor([[0.9, 0.8, 0.9], [0.9, 0.2, 0.9], [0.9, 0.5, 0.9]])
+    mask = decision_token_mask(torch.ones(3, 3), [0, 1, None], [[4, 7], [4, 8]])
+    assert mask.tolist() == [[False, True, False], [False, True, False], [False] * 3]
+    out = likelihood_weighted(advantages, p.log(), mask)
+    assert out[0, 1].item() == pytest.approx(3.0 * 2 * (1 - 0.8))  # right branch: 2 (1 - p)
+    assert out[1, 1].item() == pytest.approx(-3.0 * 2 * 0.2)  # wrong branch: 2 p
+    keep = torch.tensor([[1, 0, 1], [1, 0, 1], [1, 1, 1]], dtype=torch.bool)
+    assert torch.equal(out[keep], advantages[keep])  # every other token as it was
+    even = likelihood_weighted(advantages, torch.full((3, 3), 0.5).log(), mask)
+    assert torch.allclose(even, advantages)  # p = 0.5: decision_tokens credit
+
+
+def test_likelihood_credit_pulls_a_drifted_rate_back_where_constant_credit_does_not() -> None:
+    """Two cases, one calling for each decision, on a policy drifted toward closing (P(close)
+    0.9 on both): with equal pushes the batch's net push on the closing token is 0, so nothing
+    pulls the rate back; weighted, the case calling for filing weighs more and the net push
+    goes toward filing."""
+    openings = [[1, 7], [1, 8]]  # close, file
+    shares = torch.tensor([0.7, -0.7, -0.7, 0.7])  # case A: close right; case B: file right
+    mask = torch.ones(4, 3)
+    tokens = decision_token_advantages(shares.clone(), shares, mask, [0, 1, 0, 1], openings)
+    p_close = 0.9
+    p_own = torch.tensor([p_close, 1 - p_close, p_close, 1 - p_close]).unsqueeze(1).expand(4, 3)
+    weighted = likelihood_weighted(
+        tokens, p_own.log(), decision_token_mask(mask, [0, 1, 0, 1], openings)
+    )
+
+    def toward_close(adv: torch.Tensor) -> float:  # close rows' pushes up, file rows' down
+        return float(adv[0, 1] + adv[2, 1] - adv[1, 1] - adv[3, 1])
+
+    assert toward_close(tokens) == pytest.approx(0.0)
+    assert toward_close(weighted) == pytest.approx(2 * 0.7 * 3 * (2 * 0.1 - 2 * 0.9))
+    assert toward_close(weighted) < 0
 
 
 @pytest.mark.slow
@@ -231,3 +270,69 @@ def test_a_decision_tokens_trainer_hands_trl_token_advantages_that_add_up(tmp_pa
     loss = trainer.compute_loss(trainer.model, out)
     loss.backward()  # TRL's loss takes them as they are
     assert torch.isfinite(loss)
+
+
+@pytest.mark.slow
+def test_a_decision_likelihood_trainer_weighs_the_decision_tokens_in_trls_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real branched sampling on a tiny model: the batch carries the decision-token mask, and
+    TRL's loss sees the decision tokens' advantages weighted by the policy's own probabilities
+    (the batch itself left as it was), every other token's as before."""
+    import trl
+
+    from pipeline.training.config import load_config
+    from pipeline.training.trainer import build_trainer
+
+    cfg = load_config(
+        ROOT / "configs/cpu_steps.yaml",
+        [
+            "model.backend=tiny",
+            "data.n_train=4",
+            "data.decision_branches=true",
+            "rewards.branch_credit=decision_likelihood",
+            "rewards.weights.decision=2.0",
+            "training.num_generations=4",
+            "training.per_device_train_batch_size=8",
+            "training.max_completion_length=24",
+            "training.max_steps=1",
+            "logging.log_completions=false",
+            f"output_dir={tmp_path}",
+        ],
+    )
+    trainer = build_trainer(cfg).trainer
+    rows = list(trainer.train_dataset)[:2]
+    trainer.model.train()
+    out = trainer._generate_and_score_completions([rows[0]] * 4 + [rows[1]] * 4)
+    mask = out["decision_token"]
+    assert mask.sum(dim=1).tolist() == [1] * 8  # every row opens a branch
+    # A tiny random model's replies reach no decision (no credit); give each pair one right and
+    # one wrong branch, as a decided group has.
+    pushes = torch.tensor([3.0, -3.0] * 4).unsqueeze(1).expand_as(mask)
+    out["advantages"] = torch.where(mask, pushes, out["advantages"])
+    before = out["advantages"].clone()
+    seen = {}
+    original = trl.GRPOTrainer._compute_loss
+
+    def spy(self, model, inputs):  # TRL's own loss; what it read once its forward pass ran
+        loss = original(self, model, inputs)
+        seen["advantages"] = inputs["advantages"]
+        return loss
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", spy)
+    trainer.current_gradient_accumulation_steps = 1  # set by the training loop
+    loss = trainer.compute_loss(trainer.model, out)
+    monkeypatch.undo()
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert torch.equal(out["advantages"], before)  # the batch itself is not changed
+    with torch.no_grad():
+        logps = trainer._get_per_token_logps_and_entropies(
+            trainer.model,
+            torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1),
+            torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1),
+            out["completion_ids"].size(1),
+        )[0]
+    expected = likelihood_weighted(before, logps, mask)
+    assert torch.allclose(seen["advantages"], expected, atol=1e-5)
+    assert torch.equal(seen["advantages"][~mask], before[~mask])

@@ -116,9 +116,10 @@ def test_decision_branches_are_refused_where_they_cannot_apply(
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["rewards.branch_credit=sum"], "total, decision or decision_tokens"),
+        (["rewards.branch_credit=sum"], "one of total, decision, decision_tokens, decision_li"),
         (["rewards.branch_credit=decision"], "needs data.decision_branches"),
         (["rewards.branch_credit=decision_tokens"], "needs data.decision_branches"),
+        (["rewards.branch_credit=decision_likelihood"], "needs data.decision_branches"),
         (
             ["rewards.branch_credit=decision", "data.decision_branches=true"],
             "rewards.weights.decision > 0",
@@ -132,6 +133,15 @@ def test_decision_branches_are_refused_where_they_cannot_apply(
             ],
             "sum_then_normalize",
         ),
+        (
+            [
+                "rewards.branch_credit=decision_likelihood",
+                "data.decision_branches=true",
+                "rewards.weights.decision=2.0",
+                "training.multi_objective_aggregation=normalize_then_sum",
+            ],
+            "decision_likelihood splits TRL's summed advantage",
+        ),
     ],
 )
 def test_decision_credit_needs_branches_and_a_weighted_decision(
@@ -141,5 +151,8 @@ def test_decision_credit_needs_branches_and_a_weighted_decision(
     on = ["data.decision_branches=true", "rewards.weights.decision=2.0"]
     assert load_config(base, [*on, "rewards.branch_credit=decision"]).rewards.branch_credit
     assert load_config(base, [*on, "rewards.branch_credit=decision_tokens"]).rewards.branch_credit
+    assert load_config(
+        base, [*on, "rewards.branch_credit=decision_likelihood"]
+    ).rewards.branch_credit
     with pytest.raises(ConfigError, match=message):
         load_config(base, overrides)

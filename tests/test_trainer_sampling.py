@@ -86,7 +86,7 @@ def test_decision_branches_split_each_group_and_finish_on_the_whole_completion()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("credit", ["total", "decision", "decision_tokens"])
+@pytest.mark.parametrize("credit", ["total", "decision", "decision_tokens", "decision_likelihood"])
 def test_a_branched_steps_run_gives_every_group_both_decisions(tmp_path: Path, credit: str) -> None:
     from pipeline.training.config import load_config
     from pipeline.training.trainer import build_trainer

@@ -42,6 +42,21 @@ the rate of that decision rather than its reading (the drift of runs 13 and 14, 
 the row's own length). The tokens after the parting one (``_alert``, ``_sar``) follow from it
 with probability ~1 and get the rest like the others. TRL takes ``[rows, tokens]`` advantages as
 they are (``_compute_loss``).
+
+``decision_likelihood`` credit is ``decision_tokens`` with each parting token's push weighted by
+how wrong the policy still is on that case: ``2 P(wrong decision)``, read at the loss from the
+row's own probability of its parting token (the right branch's row ``2 (1 - p)``, the wrong
+branch's ``2 p``). With the two decisions holding that token's mass, a group's pair of pushes is
+then the gradient of the log-likelihood of the right decision between the two, instead of the
+same push on every case. Why it matters: at the parting token the cases' gradients point almost
+the same way (cosine ~0.98 between the clean and the suspicious cases' sums,
+``benchmarks/decision_gradients.py``), so with equal pushes a balanced batch's update is the
+small difference of two large, nearly equal vectors, and its effect on every case's log-odds
+together (the rate) is of the size of its effect on their difference (the reading), with a sign
+set by small differences between the cases' gradients. Nothing pulls the rate back. Weighted,
+a drift toward one decision makes the cases calling for the other weigh more (their policy is
+now wronger), and the rate is pulled back, as a logistic regression's bias is; a case the policy
+already gets right with confidence stops pushing.
 """
 
 from __future__ import annotations
@@ -181,6 +196,30 @@ def decision_token_advantages(
     return out
 
 
+def likelihood_weighted(advantages: Any, logps: Any, decision_token: Any) -> Any:
+    """``advantages`` ([rows, tokens]) with each decision token's push weighted by ``2 P(wrong
+    decision)``: ``2 (1 - p)`` where the push is positive (the right branch), ``2 p`` where it is
+    negative (the wrong one), ``p`` the row's probability of the token (``logps``, detached);
+    every other token as it was. At p = 0.5 the weights are 1 (``decision_tokens`` credit)."""
+    import torch
+
+    p = logps.detach().exp()
+    weight = torch.where(advantages > 0, 2.0 * (1.0 - p), 2.0 * p)
+    return torch.where(decision_token.bool(), advantages * weight, advantages)
+
+
+def decision_token_mask(
+    completion_mask: Any, branches: Sequence[int | None], openings: Sequence[Sequence[int]]
+) -> Any:
+    """``[rows, tokens]`` booleans: True at each branch row's decision token."""
+    out = completion_mask.new_zeros(completion_mask.shape, dtype=bool)
+    common = _common_prefix(openings)
+    for row, branch in enumerate(branches):
+        if branch is not None:
+            out[row, common] = True
+    return out
+
+
 def _common_prefix(openings: Sequence[Sequence[int]]) -> int:
     """Number of leading tokens every opening shares (``<tool_call>{"name": "``)."""
     shortest = min(len(o) for o in openings)
@@ -190,10 +229,13 @@ def _common_prefix(openings: Sequence[Sequence[int]]) -> int:
     return shortest
 
 
-def branch_credit_trainer(base: type, tokens: bool = False) -> type:
+def branch_credit_trainer(base: type, tokens: bool = False, likelihood: bool = False) -> type:
     """A subclass of ``base`` (the branching GRPOTrainer of ``trainer_sampling``) whose reward
     matrix gets ``decision_credit``; with ``tokens`` its advantages are split over the tokens
-    (``decision_tokens`` credit, module docstring)."""
+    (``decision_tokens`` credit), with ``likelihood`` too the decision tokens' pushes are weighted
+    at the loss by ``2 P(wrong decision)`` (``decision_likelihood``, module docstring)."""
+    if likelihood and not tokens:
+        raise ValueError("likelihood weighting acts on the decision tokens: it needs tokens=True")
     from accelerate.utils import gather_object
 
     from pipeline.decoding.trainer_sampling import branch_openings
@@ -203,6 +245,7 @@ def branch_credit_trainer(base: type, tokens: bool = False) -> type:
         """GRPOTrainer crediting only the decision between decision branches (module docstring)."""
 
         decision_tokens = tokens
+        decision_likelihood = likelihood
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -239,6 +282,34 @@ def branch_credit_trainer(base: type, tokens: bool = False) -> type:
                 branches[local],
                 openings,
             )
+            if self.decision_likelihood:  # TRL shuffles and splits it with the other tensors
+                out["decision_token"] = decision_token_mask(
+                    out["completion_mask"], branches[local], openings
+                )
             return out
+
+        def _compute_loss(self, model, inputs):
+            if not self.decision_likelihood or "decision_token" not in inputs:
+                return super()._compute_loss(model, inputs)
+            # TRL reads the advantages after the loss's forward pass; the weights need that pass's
+            # probabilities, so its first log-probability call (whichever subclass provides it:
+            # context_grad's does not call up) weighs a copy of the batch: TRL may use one batch
+            # for several iterations, each weighted afresh.
+            inputs = dict(inputs)
+            scored = self._get_per_token_logps_and_entropies
+
+            def weighed(*args, **kwargs):
+                out = scored(*args, **kwargs)
+                if self.__dict__.pop("_get_per_token_logps_and_entropies", None) is not None:
+                    inputs["advantages"] = likelihood_weighted(
+                        inputs["advantages"], out[0], inputs["decision_token"]
+                    )
+                return out
+
+            self._get_per_token_logps_and_entropies = weighed
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self.__dict__.pop("_get_per_token_logps_and_entropies", None)
 
     return DecisionCreditGRPOTrainer

@@ -163,7 +163,9 @@ class RewardsSection:
     branch_credit: str = "total"
     """With data.decision_branches: total (each reply's weighted sum) | decision (only the
     decision differs between branches) | decision_tokens (that, and the decision's share of the
-    advantage trains only the token naming the decision; pipeline/training/branch_credit.py)."""
+    advantage trains only the token naming the decision) | decision_likelihood (that, each case's
+    push weighted by 2 P(wrong decision): the right decision's log-likelihood; a drift of the rate
+    is pulled back; pipeline/training/branch_credit.py)."""
 
 
 @dataclass

@@ -143,11 +143,16 @@ def _check_branches(cfg: TrainConfig) -> None:
         )
 
 
+BRANCH_CREDITS = ("total", "decision", "decision_tokens", "decision_likelihood")
+TOKEN_CREDITS = ("decision_tokens", "decision_likelihood")
+"""Credits that split the advantage over the tokens (pipeline/training/branch_credit.py)."""
+
+
 def _check_branch_credit(cfg: TrainConfig) -> None:
     """Decision credit re-weighs decision branches by the decision component: both must be on."""
     credit = cfg.rewards.branch_credit
-    if credit not in ("total", "decision", "decision_tokens"):
-        raise ConfigError(f"rewards.branch_credit {credit!r}: total, decision or decision_tokens")
+    if credit not in BRANCH_CREDITS:
+        raise ConfigError(f"rewards.branch_credit {credit!r}: one of {', '.join(BRANCH_CREDITS)}")
     if credit == "total":
         return
     if not cfg.data.decision_branches:
@@ -155,9 +160,9 @@ def _check_branch_credit(cfg: TrainConfig) -> None:
     if not cfg.rewards.weights.get("decision", 0.0) > 0.0:
         raise ConfigError(f"rewards.branch_credit={credit} needs rewards.weights.decision > 0")
     aggregation = cfg.training.get("multi_objective_aggregation", "sum_then_normalize")
-    if credit == "decision_tokens" and aggregation != "sum_then_normalize":
+    if credit in TOKEN_CREDITS and aggregation != "sum_then_normalize":
         raise ConfigError(
-            "rewards.branch_credit=decision_tokens splits TRL's summed advantage: it needs "
+            f"rewards.branch_credit={credit} splits TRL's summed advantage: it needs "
             "training.multi_objective_aggregation=sum_then_normalize"
         )
 

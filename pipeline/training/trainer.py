@@ -207,11 +207,12 @@ def build_trainer(
         terminal = terminal_tools(cfg.data.envs) if plan else None
         branches = cfg.data.decision_branches
         GRPOTrainer = fast_sampling_trainer(GRPOTrainer, terminal, branches)  # noqa: N806
-        if cfg.rewards.branch_credit in ("decision", "decision_tokens"):
+        credit = cfg.rewards.branch_credit
+        if credit != "total":
             from pipeline.training.branch_credit import branch_credit_trainer
 
-            tokens = cfg.rewards.branch_credit == "decision_tokens"
-            GRPOTrainer = branch_credit_trainer(GRPOTrainer, tokens)  # noqa: N806
+            tokens, likelihood = credit != "decision", credit == "decision_likelihood"
+            GRPOTrainer = branch_credit_trainer(GRPOTrainer, tokens, likelihood)  # noqa: N806
     if not cfg.model.context_grad:
         from pipeline.training.context_grad import context_grad_trainer
 
