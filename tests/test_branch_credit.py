@@ -229,29 +229,8 @@ def test_a_decision_tokens_trainer_hands_trl_token_advantages_that_add_up(tmp_pa
     """Real rows, real branched sampling on a tiny model: TRL's loss gets [rows, tokens]
     advantages whose decision part, spread back over the reply, plus the rest gives TRL's own."""
     from pipeline.decoding.trainer_sampling import branch_openings
-    from pipeline.training.config import load_config
-    from pipeline.training.trainer import build_trainer
 
-    cfg = load_config(
-        ROOT / "configs/cpu_steps.yaml",
-        [
-            "model.backend=tiny",
-            "data.n_train=4",
-            "data.decision_branches=true",
-            "rewards.branch_credit=decision_tokens",
-            "rewards.weights.decision=2.0",
-            "training.num_generations=4",
-            "training.per_device_train_batch_size=8",
-            "training.max_completion_length=24",
-            "training.max_steps=1",
-            "logging.log_completions=false",
-            f"output_dir={tmp_path}",
-        ],
-    )
-    trainer = build_trainer(cfg).trainer
-    rows = list(trainer.train_dataset)[:2]
-    trainer.model.train()
-    out = trainer._generate_and_score_completions([rows[0]] * 4 + [rows[1]] * 4)
+    trainer, out = _branched_batch(tmp_path, "decision_tokens")
     advantages, mask = out["advantages"], out["completion_mask"]
     assert advantages.shape == mask.shape and advantages.shape[0] == 8
     scalar = list(trainer._logs["advantages"])[-8:]  # TRL's own, before the split
@@ -281,29 +260,7 @@ def test_a_decision_likelihood_trainer_weighs_the_decision_tokens_in_trls_loss(
     (the batch itself left as it was), every other token's as before."""
     import trl
 
-    from pipeline.training.config import load_config
-    from pipeline.training.trainer import build_trainer
-
-    cfg = load_config(
-        ROOT / "configs/cpu_steps.yaml",
-        [
-            "model.backend=tiny",
-            "data.n_train=4",
-            "data.decision_branches=true",
-            "rewards.branch_credit=decision_likelihood",
-            "rewards.weights.decision=2.0",
-            "training.num_generations=4",
-            "training.per_device_train_batch_size=8",
-            "training.max_completion_length=24",
-            "training.max_steps=1",
-            "logging.log_completions=false",
-            f"output_dir={tmp_path}",
-        ],
-    )
-    trainer = build_trainer(cfg).trainer
-    rows = list(trainer.train_dataset)[:2]
-    trainer.model.train()
-    out = trainer._generate_and_score_completions([rows[0]] * 4 + [rows[1]] * 4)
+    trainer, out = _branched_batch(tmp_path, "decision_likelihood")
     mask = out["decision_token"]
     assert mask.sum(dim=1).tolist() == [1] * 8  # every row opens a branch
     # A tiny random model's replies reach no decision (no credit); give each pair one right and
@@ -336,3 +293,32 @@ def test_a_decision_likelihood_trainer_weighs_the_decision_tokens_in_trls_loss(
     expected = likelihood_weighted(before, logps, mask)
     assert torch.allclose(seen["advantages"], expected, atol=1e-5)
     assert torch.equal(seen["advantages"][~mask], before[~mask])
+
+
+def _branched_batch(tmp_path: Path, credit: str) -> tuple:
+    """A tiny-model trainer with ``credit`` and one scored batch of two cases, four replies each
+    (two per decision branch), as its training loop would hand to the loss."""
+    from pipeline.training.config import load_config
+    from pipeline.training.trainer import build_trainer
+
+    cfg = load_config(
+        ROOT / "configs/cpu_steps.yaml",
+        [
+            "model.backend=tiny",
+            "data.n_train=4",
+            "data.decision_branches=true",
+            f"rewards.branch_credit={credit}",
+            "rewards.weights.decision=2.0",
+            "training.num_generations=4",
+            "training.per_device_train_batch_size=8",
+            "training.max_completion_length=24",
+            "training.max_steps=1",
+            "logging.log_completions=false",
+            f"output_dir={tmp_path}",
+        ],
+    )
+    trainer = build_trainer(cfg).trainer
+    rows = list(trainer.train_dataset)[:2]
+    trainer.model.train()
+    out = trainer._generate_and_score_completions([rows[0]] * 4 + [rows[1]] * 4)
+    return trainer, out
