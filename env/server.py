@@ -22,9 +22,11 @@ ever calls ``reveal()``: the hidden truth stays in the process.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import socket
+import weakref
 from functools import cache
 from importlib import import_module
 from pathlib import Path
@@ -64,11 +66,24 @@ class ServedMixin:
             documentation_url="docs/SERVING.md",
         )
 
-    # OpenEnv runs a synchronous step in a thread pool, one hop per message. A step of ours is tens
-    # of microseconds of pure Python, so the hop costs more than the work and, under the GIL, buys
-    # no parallelism: OpenEnv awaits this override on the event loop instead. Resets keep the hop:
-    # a world build can take ~20 ms (gang hard), and in a thread the GIL's switch interval lets the
-    # loop serve other sessions meanwhile (benchmarks/bench_server.py: gang p99 222 ms, 700 inline).
+    # OpenEnv runs a synchronous reset or step in a thread pool, one hop per message. A step of
+    # ours is tens of microseconds of pure Python, so the hop costs more than the work and, under
+    # the GIL, buys no parallelism: OpenEnv awaits these overrides on the event loop instead. A
+    # reset is longer (a gang world up to ~2 ms), and 64 sessions resetting at once would hold
+    # every step behind all of them; so resets take turns (one per pass of the loop, steps served
+    # in between) and a step waits for one reset at most. In a thread each reset cost 2-3x its
+    # CPU (GIL hand-offs with the loop) and held steps up to 50 ms (benchmarks/RESULTS.md).
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task: str | None = None,
+        **kwargs: Any,
+    ) -> ToolObservation:
+        async with _reset_turn():
+            await asyncio.sleep(0)  # the loop polls sockets and serves waiting steps first
+            return self.reset(seed=seed, episode_id=episode_id, task=task, **kwargs)  # type: ignore[misc]
+
     async def step_async(
         self, action: Any, timeout_s: float | None = None, **kwargs: Any
     ) -> ToolObservation:
@@ -96,6 +111,20 @@ class ServedMixin:
                 0.0,
             )
         return super().step(action, timeout_s=timeout_s)  # type: ignore[misc]
+
+
+_RESET_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _reset_turn() -> asyncio.Lock:
+    """The running loop's reset lock (one per loop: test clients run apps on their own loops)."""
+    loop = asyncio.get_running_loop()
+    lock = _RESET_TURNS.get(loop)
+    if lock is None:
+        lock = _RESET_TURNS[loop] = asyncio.Lock()
+    return lock
 
 
 @cache

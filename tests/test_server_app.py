@@ -251,10 +251,9 @@ def test_openenv_mcp_tool_client_investigates_a_case(server):
     assert final["step"] == len(contents) + 1
 
 
-def test_served_environments_step_on_the_event_loop() -> None:
-    """OpenEnv awaits an overridden step_async instead of a thread-pool hop: the served class
-    overrides it (resets keep the hop: a world build is slow enough to share the GIL) and it
-    answers exactly as the synchronous step does."""
+def test_served_environments_reset_and_step_on_the_event_loop() -> None:
+    """OpenEnv awaits overridden reset_async and step_async instead of a thread-pool hop: the
+    served class overrides both and they answer exactly as the synchronous calls do."""
     from openenv.core.env_server._utils import overrides_method
     from openenv.core.env_server.interfaces import Environment
 
@@ -265,9 +264,40 @@ def test_served_environments_step_on_the_event_loop() -> None:
         served = served_class(env_class(name))
         inline, sync = served(), served()
         assert overrides_method(inline.step_async, Environment.step_async)
-        assert not overrides_method(inline.reset_async, Environment.reset_async)
+        assert overrides_method(inline.reset_async, Environment.reset_async)
         task = served.tasks[0]
-        first = inline.reset(seed=5, task=task)
+        first = asyncio.run(inline.reset_async(seed=5, task=task))
         assert first == sync.reset(seed=5, task=task)
         call = ToolCallAction(tool=first.tools[0], arguments={})
         assert asyncio.run(inline.step_async(call)) == sync.step(call)
+
+
+def test_resets_take_turns_and_steps_go_between_them() -> None:
+    """Many sessions resetting at once run one reset per pass of the event loop, so a step that
+    arrives meanwhile waits for at most one of them, not for all (bench_server's p99)."""
+    from env.registry import env_class
+    from env.server import served_class
+
+    served = served_class(env_class("gang"))
+    stepper = served()
+    opening = stepper.reset(seed=1, task="hard")
+    done: list[str] = []
+
+    async def reset(i: int) -> None:
+        await served().reset_async(seed=100 + i, task="hard")
+        done.append(f"reset {i}")
+
+    async def step() -> None:
+        await asyncio.sleep(0)  # arrives after every reset has started waiting
+        call = ToolCallAction(
+            tool="inspect", arguments={"account_id": opening.result["alerts"][0]["account_id"]}
+        )
+        assert (await stepper.step_async(call)).error is None
+        done.append("step")
+
+    async def main() -> None:
+        await asyncio.gather(*(reset(i) for i in range(8)), step())
+
+    asyncio.run(main())
+    assert len(done) == 9
+    assert done.index("step") <= 1, done
