@@ -12,8 +12,9 @@ over the wall time of the stepping phase.
 The same load also goes to a bare OpenEnv server (``benchmarks/trivial_env.py``: an echo
 environment on OpenEnv's own app), in the same run, so each environment's figures read as a
 ratio to the fastest server OpenEnv can be (target: >= 0.9x its steps/s, p99 <= 1.5x its p99).
-The servers take turns for ``--rounds`` rounds and each figure is the median over them: on a
-shared 2-core machine one sub-second load is noisy.
+The servers take turns for ``--rounds`` rounds, each playing the load ``--loads`` times in a row
+per start, and each figure is the median over the rounds: on a shared 2-core machine one
+sub-second load is noisy (the same server moves 20-40% from one load to the next).
 
     python benchmarks/bench_server.py --env aml --sessions 64 --steps 20
 """
@@ -193,11 +194,16 @@ async def run_session(url: str, script: Script, latencies: list[float]) -> tuple
     return errors, mismatches
 
 
-async def load(url: str, scripts: list[Script]) -> dict[str, Any]:
+async def load(url: str, scripts: list[Script], repeats: int = 1) -> dict[str, Any]:
+    """Play every script at once, ``repeats`` times in a row (fresh sessions each time); steps/s
+    is all steps over all the wall time, p50/p99 over every step's latency."""
     latencies: list[float] = []
-    started = time.perf_counter()
-    results = await asyncio.gather(*(run_session(url, s, latencies) for s in scripts))
-    wall = time.perf_counter() - started
+    wall = 0.0
+    results: list[tuple[int, int]] = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        results += await asyncio.gather(*(run_session(url, s, latencies) for s in scripts))
+        wall += time.perf_counter() - started
     latencies.sort()
     return {
         "wall_s": wall,
@@ -240,8 +246,8 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120) -> No
     raise RuntimeError("server did not become healthy")
 
 
-def bench(env_name: str, sessions: int, steps: int) -> dict[str, Any]:
-    """Start a server, run the load, stop it; returns the figures."""
+def bench(env_name: str, sessions: int, steps: int, loads: int = 1) -> dict[str, Any]:
+    """Start a server, run the load ``loads`` times, stop it; returns the figures."""
     if env_name == BARE:
         name, scripts = BARE, [echo_script(i, steps) for i in range(sessions)]
     else:
@@ -252,28 +258,32 @@ def bench(env_name: str, sessions: int, steps: int) -> dict[str, Any]:
     proc = start_server(env_name, port, sessions)
     try:
         wait_healthy(url, proc)
-        figures = asyncio.run(load(url.replace("http", "ws") + "/ws", scripts))
+        figures = asyncio.run(load(url.replace("http", "ws") + "/ws", scripts, loads))
     finally:
         proc.terminate()
         proc.wait(timeout=15)
-    env_us = 1e6 * sum(s.env_s for s in scripts) / max(1, figures["steps"])
+    env_us = 1e6 * loads * sum(s.env_s for s in scripts) / max(1, figures["steps"])
     return {
         "env": name,
         "sessions": sessions,
         "steps_per_session": steps,
+        "loads": loads,
         "env_us_per_step": env_us,
         **figures,
     }
 
 
-def bench_rounds(envs: list[str], sessions: int, steps: int, rounds: int) -> list[dict[str, Any]]:
-    """Each server (the bare baseline first) once per round, in turn; per server the median
-    steps/s and p99 over the rounds, the summed errors and mismatches, and the ratios to bare."""
+def bench_rounds(
+    envs: list[str], sessions: int, steps: int, rounds: int, loads: int = 1
+) -> list[dict[str, Any]]:
+    """Each server (the bare baseline first) once per round, in turn, playing the load ``loads``
+    times; per server the median steps/s and p99 over the rounds, the summed errors and
+    mismatches, and the ratios to bare."""
     order = [BARE, *(e for e in envs if e != BARE)]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
     for _ in range(rounds):
         for name in order:
-            runs[name].append(bench(name, sessions, steps))
+            runs[name].append(bench(name, sessions, steps, loads))
     merged = []
     for name in order:
         rows = runs[name]
@@ -337,18 +347,20 @@ def markdown(runs: list[dict[str, Any]], command: str) -> str:
         "OpenEnv baseline (`python -m benchmarks.trivial_env`, an echo environment on OpenEnv's "
         "own app), taking turns each round; N client sessions in one asyncio process, each "
         "playing its own seeded episodes with schema-valid random calls; every observation "
-        "compared with an in-process replay. Figures are medians over the rounds; the ratios are "
+        "compared with an in-process replay. A round starts each server once and plays the load "
+        "`loads` times in a row on it (new sessions each time) and pools them; figures are "
+        "medians over the rounds; the ratios are "
         f"to the bare server's medians (target >= {SPEED_TARGET}x steps/s, p99 <= {P99_TARGET}x).",
         "",
-        "| env | sessions x steps x rounds | errors | cross-talk mismatches | steps/s (each round) "
-        "| p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target | env µs/step in-process |",
+        "| env | sessions x steps x loads x rounds | errors | cross-talk mismatches "
+        "| steps/s (each round) | p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target | env µs/step in-process |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         each = ", ".join(str(v) for v in r["all_steps_per_s"])
         target = "baseline" if r["env"] == BARE else ("met" if r["meets_target"] else "NOT met")
         lines.append(
-            f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} x {r['rounds']} | "
+            f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} x {r['loads']} x {r['rounds']} | "
             f"{r['errors']} | {r['mismatches']} | {r['steps_per_s']:.0f} ({each}) | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['speed_vs_bare']:.2f}x | "
             f"{r['p99_vs_bare']:.2f}x | {target} | {r['env_us_per_step']:.1f} |"
@@ -363,11 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3, help="turns per server (medians)")
+    parser.add_argument(
+        "--loads", type=int, default=1, help="loads per server start (a round's figure pools them)"
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     envs = args.env or [n for n in names() if _imports(n)]
-    runs = bench_rounds(envs, args.sessions, args.steps, args.rounds)
+    runs = bench_rounds(envs, args.sessions, args.steps, args.rounds, args.loads)
     command = "python benchmarks/bench_server.py " + " ".join(argv or sys.argv[1:])
     text = markdown(runs, command.strip())
     sys.stdout.write(text + "\n")

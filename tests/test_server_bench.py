@@ -50,10 +50,10 @@ def test_bare_baseline_echoes_every_session_without_cross_talk():
 
 
 def test_rounds_report_medians_and_ratios_to_the_bare_server():
-    runs = bench_rounds(["bare"], sessions=3, steps=4, rounds=2)
+    runs = bench_rounds(["bare"], sessions=3, steps=4, rounds=2, loads=2)
     assert [r["env"] for r in runs] == ["bare"]
     (bare,) = runs
-    assert bare["rounds"] == 2 and bare["steps"] == 2 * 3 * 4
+    assert bare["rounds"] == 2 and bare["loads"] == 2 and bare["steps"] == 2 * 2 * 3 * 4
     assert len(bare["all_steps_per_s"]) == 2 and bare["errors"] == bare["mismatches"] == 0
     assert bare["speed_vs_bare"] == 1.0 and bare["p99_vs_bare"] == 1.0
     assert bare["env_us_per_step"] > 0  # the echo env's own time, played in-process
