@@ -349,18 +349,20 @@ def markdown(runs: list[dict[str, Any]], command: str) -> str:
         "playing its own seeded episodes with schema-valid random calls; every observation "
         "compared with an in-process replay. A round starts each server once and plays the load "
         "`loads` times in a row on it (new sessions each time) and pools them; figures are "
-        "medians over the rounds; the ratios are "
-        f"to the bare server's medians (target >= {SPEED_TARGET}x steps/s, p99 <= {P99_TARGET}x).",
+        "medians over the rounds; the ratios are to the bare server's medians "
+        f"(target >= {SPEED_TARGET}x steps/s, p99 <= {P99_TARGET}x).",
         "",
         "| env | sessions x steps x loads x rounds | errors | cross-talk mismatches "
-        "| steps/s (each round) | p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target | env µs/step in-process |",
+        "| steps/s (each round) | p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target "
+        "| env µs/step in-process |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         each = ", ".join(str(v) for v in r["all_steps_per_s"])
         target = "baseline" if r["env"] == BARE else ("met" if r["meets_target"] else "NOT met")
         lines.append(
-            f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} x {r['loads']} x {r['rounds']} | "
+            f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} x {r['loads']} x "
+            f"{r['rounds']} | "
             f"{r['errors']} | {r['mismatches']} | {r['steps_per_s']:.0f} ({each}) | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['speed_vs_bare']:.2f}x | "
             f"{r['p99_vs_bare']:.2f}x | {target} | {r['env_us_per_step']:.1f} |"

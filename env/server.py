@@ -80,9 +80,10 @@ class ServedMixin:
         task: str | None = None,
         **kwargs: Any,
     ) -> ToolObservation:
+        env: ToolEnvironment = self  # type: ignore[assignment]
         async with _reset_turn():
             await asyncio.sleep(0)  # the loop polls sockets and serves waiting steps first
-            return self.reset(seed=seed, episode_id=episode_id, task=task, **kwargs)  # type: ignore[misc]
+            return env.reset(seed=seed, episode_id=episode_id, task=task, **kwargs)
 
     async def step_async(
         self, action: Any, timeout_s: float | None = None, **kwargs: Any
