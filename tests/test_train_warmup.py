@@ -13,7 +13,6 @@ from pipeline.training.model import load_model_and_tokenizer
 from pipeline.training.trainer import build_grpo_config
 from pipeline.training.warmup import (
     ID_PATTERN,
-    balanced_flips,
     blind_decision_examples,
     blind_plan,
     heuristic_conversations,
@@ -195,9 +194,10 @@ def test_adapter_weights_load_into_a_fresh_lora_model(tmp_path: Path) -> None:
         load_adapter_weights(wider, tmp_path / "adapter")
 
 
-def test_steps_warm_start_decides_by_coin_and_the_diagnostic_by_the_evidence() -> None:
-    """The admissible steps warm start (blind_decision) files or closes whatever the case is; the
-    reference's replies (only for benchmarks/steps_sft_ceiling.py) carry the right decision."""
+def test_steps_warm_start_teaches_both_decisions_and_the_diagnostic_the_evidence() -> None:
+    """The admissible steps warm start (blind_decision) teaches every case both decisions, once
+    each, so no decision can be learnt as a function of the case; the reference's replies (only
+    for benchmarks/steps_sft_ceiling.py) carry the right decision, one per row."""
     rows = build_dataset("aml", ["easy"], n=24, mode="steps", prompt_style="compact")
     env = make("aml")
     truth = []
@@ -205,25 +205,15 @@ def test_steps_warm_start_decides_by_coin_and_the_diagnostic_by_the_evidence() -
         env.reset(seed=row["seed"], task=row["task"])
         truth.append(not env.reveal()["clean"])
 
-    def filed(policy: str) -> list[bool]:
-        examples = blind_decision_examples(rows, policy)
-        assert [e["prompt"] for e in examples] == [r["prompt"] for r in rows]
-        return ["file_sar" in e["completion"][0]["content"] for e in examples]
+    reference = blind_decision_examples(rows, "reference")
+    assert [e["prompt"] for e in reference] == [r["prompt"] for r in rows]
+    assert ["file_sar" in e["completion"][0]["content"] for e in reference] == truth
 
-    assert filed("reference") == truth
-    blind = filed("blind_decision")
-    agree = sum(b == t for b, t in zip(blind, truth, strict=True))
-    assert 0 < agree < len(rows) and 0 < sum(blind) < len(rows)
-    for verdict in (True, False):  # the coins split evenly within each verdict, not just overall
-        mine = [b for b, t in zip(blind, truth, strict=True) if t == verdict]
-        assert abs(2 * sum(mine) - len(mine)) <= 1
-
-
-def test_balanced_flips_flip_the_fewest_rows_of_the_leaning_decision() -> None:
-    verdicts = ["file"] * 6 + ["close"] * 3
-    coins = ["file"] * 5 + ["close"] + ["close"] * 3
-    flips = balanced_flips(verdicts, coins)
-    assert len(flips) == 3 and set(flips) <= {0, 1, 2, 3, 4, 6, 7, 8}
-    assert sum(i < 6 for i in flips) == 2 and sum(i >= 6 for i in flips) == 1
-    assert flips == balanced_flips(verdicts, coins)  # seeded: the same rows every time
-    assert balanced_flips(["a", "a"], ["x", "y"]) == []
+    blind = blind_decision_examples(rows, "blind_decision")
+    assert [e["prompt"] for e in blind] == [r["prompt"] for r in rows for _ in (0, 1)]
+    replies = [e["completion"][0]["content"] for e in blind]
+    for coin, other in zip(replies[::2], replies[1::2], strict=True):
+        assert {"file_sar" in coin, "file_sar" in other} == {True, False}
+        assert {"close_alert" in coin, "close_alert" in other} == {True, False}
+    again = blind_decision_examples(rows, "blind_decision")
+    assert [e["completion"] for e in again] == [e["completion"] for e in blind]  # seeded coins

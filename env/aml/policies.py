@@ -408,8 +408,8 @@ REFERENCES = {
     "blind_decision_flipped": lambda seed: BlindDecision(seed, flip=True),
 }
 """Steps-mode reference policies (``pipeline.data.steps``); not ranked with ``POLICIES``.
-``blind_decision_flipped`` takes the other side of the same coin: the warm start uses it to
-balance the coin's decisions within each verdict (``pipeline.training.warmup``)."""
+``blind_decision_flipped`` takes the other side of the same coin: the warm start teaches every case
+both sides, so that no case-dependent decision is learnable (``pipeline.training.warmup``)."""
 
 POLICIES = {
     "heuristic": lambda seed: Investigator(),

@@ -153,20 +153,20 @@ def heuristic_conversations(dataset: Any) -> list[dict[str, Any]]:
 
 def blind_decision_examples(dataset: Any, policy: str = "blind_decision") -> Any:
     """Steps mode: each training row's prompt with the rest of its episode as played by the env's
-    ``blind_decision`` reference, whose decision is a seeded coin flip independent of the evidence
-    (its other fields filled as the reference fills them for that decision). It teaches what a
-    reply from a cut looks like and that it ends in a decision, not which decision the evidence
-    calls for: that is left to GRPO's reward.
+    ``blind_decision`` reference (its decision a seeded coin, its other fields filled as the
+    reference fills them for that decision), and the same prompt again with the other side of
+    that coin (``blind_decision_flipped``). It teaches what a reply from a cut looks like and that
+    it ends in a decision, not which decision the evidence calls for: that is left to GRPO.
 
-    A coin is independent of the evidence only on average; on tens of rows its decisions lean one
-    way on one verdict by chance, and SFT learns that lean as a reading of the case (the eleventh
-    steps run's warm start read the held-out cases backwards, benchmarks/RESULTS.md). So the
-    coins are balanced within each verdict (``balanced_flips``): the fewest rows take the
-    other side of their coin (``blind_decision_flipped``) until every verdict's rows split evenly
-    between the decisions, and the examples carry no decision-evidence dependence at all.
+    Every case is taught both decisions, once each, so the loss is least where the model gives
+    each case's two decisions the same chance: no case-dependent decision is learnable. One coin
+    per case was not enough, even balanced within each verdict: SFT fits 64 coins as a function of
+    the cases, and that function reads held-out cases one way or the other by chance (the warm
+    start of the seventeenth steps run, balanced coins: AUC 0.34 [0.23, 0.45] on 100 held-out
+    cuts, backwards; benchmarks/RESULTS.md, decision_margin).
 
-    ``policy="reference"`` takes the honest reference's replies instead, which do teach the
-    decision: only for the diagnostic of what supervision reaches on the same data
+    ``policy="reference"`` takes the honest reference's replies instead (one per row), which do
+    teach the decision: only for the diagnostic of what supervision reaches on the same data
     (``benchmarks/steps_sft_ceiling.py``), never as a warm start before GRPO."""
     import datasets
 
@@ -175,7 +175,7 @@ def blind_decision_examples(dataset: Any, policy: str = "blind_decision") -> Any
     from rewards.protocol import render_completion
 
     envs: dict[str, Any] = {}
-    plays = []
+    rows = []
     for row in dataset:
         name = row["env"]
         if policy not in references(name):
@@ -184,52 +184,17 @@ def blind_decision_examples(dataset: Any, policy: str = "blind_decision") -> Any
                 "module): the steps warm start would have to teach its decisions"
             )
         env = envs.setdefault(name, make(name))
-        plays.append((row, env, reference(env, row["task"], row["seed"], policy=policy)))
-    flipped = f"{policy}_flipped"
-    if all(flipped in references(name) for name in envs):  # "reference" has no flipped side
-        verdicts = [
-            (r["env"], reference(env, r["task"], r["seed"]).rest(r["cut"])[-1]["tool"])
-            for r, env, _ in plays
-        ]
-        coins = [played.rest(r["cut"])[-1]["tool"] for r, _, played in plays]
-        for i in balanced_flips(verdicts, coins):
-            row, env, _ = plays[i]
-            plays[i] = (row, env, reference(env, row["task"], row["seed"], policy=flipped))
-    rows = [
-        {
-            "prompt": row["prompt"],
-            "completion": [
-                {"role": "assistant", "content": render_completion(played.rest(row["cut"]))}
-            ],
-        }
-        for row, _, played in plays
-    ]
+        sides = [policy]
+        if f"{policy}_flipped" in references(name):  # "reference" has no other side
+            sides.append(f"{policy}_flipped")
+        for side in sides:
+            played = reference(env, row["task"], row["seed"], policy=side)
+            reply = render_completion(played.rest(row["cut"]))
+            rows.append(
+                {"prompt": row["prompt"], "completion": [{"role": "assistant", "content": reply}]}
+            )
     features = datasets.Features({"prompt": datasets.Json(), "completion": datasets.Json()})
     return datasets.Dataset.from_list(rows, features=features)
-
-
-def balanced_flips(verdicts: list[Any], coins: list[str]) -> list[int]:
-    """Rows whose coin to flip so that, within each verdict, two decisions split evenly (to one).
-
-    ``verdicts``: each row's honest decision (any hashable); ``coins``: its coin's decision. The
-    rows flipped are drawn from the over-represented decision by a ``random.Random`` seeded with
-    the verdict, so the same rows always give the same examples."""
-    import random
-
-    flips: list[int] = []
-    for verdict in sorted(set(verdicts), key=repr):
-        mine = [i for i, v in enumerate(verdicts) if v == verdict]
-        by_decision: dict[str, list[int]] = {}
-        for i in mine:
-            by_decision.setdefault(coins[i], []).append(i)
-        if len(by_decision) > 2:
-            raise ValueError(f"balancing needs two decisions, got {sorted(by_decision)}")
-        counts = sorted(by_decision.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        over = counts[0][1]
-        under = len(counts[1][1]) if len(counts) > 1 else 0
-        excess = (len(over) - under) // 2
-        flips += random.Random(f"blind-balance/{verdict!r}").sample(over, excess)
-    return sorted(flips)
 
 
 def tokenize_conversations(conversations: list[dict[str, Any]], tokenizer: Any) -> Any:
