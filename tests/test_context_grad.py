@@ -101,6 +101,24 @@ def test_a_sampled_prompt_is_reused_only_in_the_step_that_sampled_it() -> None:
     assert sampled_prefix(trainer, (1, 5, 3)) is None
     trainer.state.global_step = 4  # a later optimizer step (num_iterations > 1): new weights
     assert sampled_prefix(trainer, (1, 2, 3)) is None
+    trainer.context_reuse_steps = 2  # model.context_reuse=generation with num_iterations=2
+    assert sampled_prefix(trainer, (1, 2, 3)) == "cache"
+    trainer.state.global_step = 5  # past the steps that train on those samples
+    assert sampled_prefix(trainer, (1, 2, 3)) is None
+    trainer.state.global_step = 2  # before the sampling (a resumed run's counter)
+    assert sampled_prefix(trainer, (1, 2, 3)) is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model.context_reuse=always"], "choose step or generation"),
+        (["model.context_grad=true", "model.context_reuse=generation"], "context_grad=false"),
+    ],
+)
+def test_context_reuse_is_checked(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(ROOT / "configs/cpu_steps.yaml", overrides)
 
 
 def test_gradient_points_the_same_way_as_the_full_one(batch: dict) -> None:
@@ -188,3 +206,48 @@ def test_sft_loss_with_a_fixed_context_equals_the_full_completion_loss(batch: di
         trainer = context_sft_trainer(object)
         fixed = trainer.compute_loss(None, batch["model"], {"input_ids": ids, "labels": labels})
     assert abs(full.item() - fixed.item()) < 1e-4, (full.item(), fixed.item())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("reuse", "reused"), [("step", [True, True, False]), ("generation", [True] * 3)]
+)
+def test_later_iterations_read_the_sampled_context_only_when_asked(
+    tmp_path: Path, monkeypatch, reuse: str, reused: list[bool]
+) -> None:
+    """num_iterations=2: each sampling serves two optimizer steps. Per sampling TRL scores the
+    group three times (its old log-probabilities, then the loss of each step); with ``step`` the
+    second step encodes the prompt again, with ``generation`` it reads the sampling's cache."""
+    import pipeline.training.context_grad as module
+
+    seen: list[bool] = []
+    real = module.context_logits
+
+    def counted(*args, **kwargs):
+        seen.append(kwargs.get("encoded") is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "context_logits", counted)
+    cfg = load_config(
+        ROOT / "configs/cpu_steps.yaml",
+        [
+            "model.backend=tiny",
+            "model.context_grad=false",
+            f"model.context_reuse={reuse}",
+            "data.n_train=4",
+            "training.num_generations=4",
+            "training.per_device_train_batch_size=4",
+            "training.num_iterations=2",
+            "training.max_completion_length=16",
+            "training.max_steps=4",
+            "training.save_steps=100",
+            "logging.log_completions=false",
+            f"output_dir={tmp_path}",
+        ],
+    )
+    result = train(cfg)
+    assert result.global_step == 4
+    with open(result.history_csv) as handle:
+        losses = [float(row["loss"]) for row in csv.DictReader(handle) if row.get("loss")]
+    assert len(losses) == 4 and all(math.isfinite(loss) for loss in losses)
+    assert seen == reused * 2  # two samplings, three scorings each

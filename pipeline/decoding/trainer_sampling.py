@@ -153,11 +153,14 @@ def generate_by_prompt(
 
 
 def sampled_prefix(trainer: Any, prompt: tuple[int, ...]) -> Any | None:
-    """The cache of ``prompt`` but its last token that ``trainer``'s sampling encoded in this
-    optimizer step, or None. Only the same step's weights made it: TRL reuses a step's samples
-    in later steps when ``num_iterations`` > 1, and those must encode the prompt again."""
+    """The cache of ``prompt`` but its last token that ``trainer``'s sampling encoded, or None.
+    TRL reuses a step's samples in later optimizer steps when ``num_iterations`` > 1. By default
+    only the step that sampled reads the cache (its weights made it) and the later ones encode the
+    prompt again; a trainer whose ``context_reuse_steps`` is k reads it in the k steps from the
+    sampling's (``model.context_reuse: generation``: the context held at the sampling weights)."""
     step, caches = getattr(trainer, "_sampled_prefixes", (None, {}))
-    if step != trainer.state.global_step:
+    window = getattr(trainer, "context_reuse_steps", 1)
+    if step is None or not 0 <= trainer.state.global_step - step < window:
         return None
     return caches.get(tuple(prompt[:-1]))
 

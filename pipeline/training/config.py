@@ -99,6 +99,12 @@ class ModelSection:
     context_grad: bool = True
     """False: the GRPO loss takes each group's prompt as fixed context, encoded once without
     gradient (pipeline/training/context_grad.py); ~10x cheaper for long steps prompts on a CPU."""
+    context_reuse: str = "step"
+    """With ``context_grad: false`` and ``training.num_iterations`` > 1: which optimizer steps
+    read a prompt from the encoding its sampling made. ``step``: only the step that sampled it
+    (the others encode it again, with their own weights); ``generation``: every step that trains
+    on those samples, the context held at the sampling weights, so each extra update costs the
+    replies' forward and backward only."""
 
 
 @dataclass

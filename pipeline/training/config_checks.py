@@ -14,6 +14,7 @@ from pipeline.training.config import (
     ConfigError,
     DataSection,
     EnvSection,
+    ModelSection,
     TrainConfig,
 )
 from pipeline.training.model import BACKENDS
@@ -91,8 +92,20 @@ def validate(cfg: TrainConfig) -> None:
             " and Liger kernels drop: set training.gradient_checkpointing=false"
             " (the replies alone need little activation memory) and use_liger_kernel=false"
         )
+    _check_context_reuse(m, t)
     _check_batches(t, d)
     _check_env_urls(cfg.env, d)
+
+
+def _check_context_reuse(m: ModelSection, t: dict[str, Any]) -> None:
+    """``model.context_reuse`` names a known rule, and ``generation`` has a cache to reuse."""
+    if m.context_reuse not in ("step", "generation"):
+        raise ConfigError(f"model.context_reuse={m.context_reuse!r}: choose step or generation")
+    if m.context_reuse == "generation" and (m.context_grad or m.backend not in ("cpu", "tiny")):
+        raise ConfigError(
+            "model.context_reuse=generation reuses the shared-prefix sampler's prompt caches:"
+            " it needs model.context_grad=false on the cpu or tiny backend"
+        )
 
 
 def _check_env_urls(e: EnvSection, d: DataSection) -> None:

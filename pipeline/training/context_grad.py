@@ -78,9 +78,11 @@ def _rows_of(encoded: Any, g: int) -> Any:
     return cache_of(layers)
 
 
-def context_grad_trainer(base: type) -> type:
+def context_grad_trainer(base: type, reuse_steps: int = 1) -> type:
     """A subclass of TRL's GRPOTrainer ``base`` whose log-probabilities take the prompt as fixed
-    context (module docstring); images, Liger kernels and MoE aux losses go to TRL unchanged."""
+    context (module docstring); images, Liger kernels and MoE aux losses go to TRL unchanged.
+    ``reuse_steps``: how many optimizer steps, from the sampling's, read the prompt from the
+    sampling's encoding (``trainer_sampling.sampled_prefix``; 1: only the sampling's own)."""
     import torch
     from trl.trainer.utils import selective_log_softmax, selective_log_softmax_and_entropy
 
@@ -88,6 +90,8 @@ def context_grad_trainer(base: type) -> type:
 
     class ContextGradGRPOTrainer(base):  # type: ignore[misc, valid-type]
         """GRPOTrainer scoring each group against its prompt encoded once, without gradient."""
+
+        context_reuse_steps = reuse_steps
 
         def _get_per_token_logps_and_entropies(
             self, model, *args, batch_size=None, compute_aux_loss=False, **kwargs

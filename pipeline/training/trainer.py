@@ -16,6 +16,7 @@ import csv
 import functools
 import json
 import logging
+import math
 import os
 import signal
 import time
@@ -216,7 +217,11 @@ def build_trainer(
     if not cfg.model.context_grad:
         from pipeline.training.context_grad import context_grad_trainer
 
-        GRPOTrainer = context_grad_trainer(GRPOTrainer)  # noqa: N806 (TRL's class)
+        reuse = 1
+        if cfg.model.context_reuse == "generation":  # every optimizer step on those samples
+            micro = args.num_iterations * args.steps_per_generation
+            reuse = max(1, math.ceil(micro / args.gradient_accumulation_steps))
+        GRPOTrainer = context_grad_trainer(GRPOTrainer, reuse)  # noqa: N806 (TRL's class)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
