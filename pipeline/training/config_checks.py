@@ -92,12 +92,12 @@ def validate(cfg: TrainConfig) -> None:
             " and Liger kernels drop: set training.gradient_checkpointing=false"
             " (the replies alone need little activation memory) and use_liger_kernel=false"
         )
-    _check_context_reuse(m, t)
+    _check_context_reuse(m)
     _check_batches(t, d)
     _check_env_urls(cfg.env, d)
 
 
-def _check_context_reuse(m: ModelSection, t: dict[str, Any]) -> None:
+def _check_context_reuse(m: ModelSection) -> None:
     """``model.context_reuse`` names a known rule, and ``generation`` has a cache to reuse."""
     if m.context_reuse not in ("step", "generation"):
         raise ConfigError(f"model.context_reuse={m.context_reuse!r}: choose step or generation")
