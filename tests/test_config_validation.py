@@ -26,7 +26,11 @@ def test_set_overrides_any_key_with_yaml_values() -> None:
     )
     assert cfg.training["learning_rate"] == pytest.approx(1e-6)
     assert cfg.data.envs == ["support", "gang"]
-    assert cfg.model.backend == "tiny"
+    assert cfg.model.backend == "tiny" and cfg.model.on_cpu
+    for backend, on_cpu in (("cpu", True), ("unsloth", False), ("transformers", False)):
+        assert (
+            load_config(CONFIGS / "cpu.yaml", [f"model.backend={backend}"]).model.on_cpu is on_cpu
+        )
 
 
 def test_later_overrides_win() -> None:

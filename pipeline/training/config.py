@@ -66,6 +66,9 @@ def read_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
+CPU_BACKENDS = ("cpu", "tiny")
+
+
 class ConfigError(ValueError):
     """A configuration that cannot run; the message says which key to change."""
 
@@ -105,6 +108,11 @@ class ModelSection:
     (the others encode it again, with their own weights); ``generation``: every step that trains
     on those samples, the context held at the sampling weights, so each extra update costs the
     replies' forward and backward only."""
+
+    @property
+    def on_cpu(self) -> bool:
+        """The backends that train on the CPU (the real small model, or the tests' tiny one)."""
+        return self.backend in CPU_BACKENDS
 
 
 @dataclass

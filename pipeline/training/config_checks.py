@@ -65,7 +65,7 @@ def validate(cfg: TrainConfig) -> None:
         )
     if cfg.logging.report_to not in REPORT_TO:
         raise ConfigError(f"logging.report_to {cfg.logging.report_to!r}: one of {REPORT_TO}")
-    cpu = m.backend in ("cpu", "tiny")
+    cpu = m.on_cpu
     if cpu and t.get("use_vllm"):
         raise ConfigError(
             "training.use_vllm needs a CUDA backend; set model.backend or use_vllm=false"
@@ -80,7 +80,7 @@ def validate(cfg: TrainConfig) -> None:
         )
     if t.get("vllm_mode", "colocate") not in ("colocate", "server"):
         raise ConfigError("training.vllm_mode must be colocate or server")
-    if d.mode == "interactive" and m.chat_template != "qwen2_5" and m.backend in ("cpu", "tiny"):
+    if d.mode == "interactive" and m.chat_template != "qwen2_5" and cpu:
         raise ConfigError(
             "interactive mode on SmolLM2 needs model.chat_template=qwen2_5 (tool calling)"
         )
@@ -144,7 +144,7 @@ def _check_branches(cfg: TrainConfig) -> None:
     d = cfg.data
     if d.mode != "steps" or d.cuts != "decision":
         raise ConfigError("data.decision_branches needs data.mode=steps and data.cuts=decision")
-    if cfg.model.backend not in ("cpu", "tiny"):
+    if not cfg.model.on_cpu:
         raise ConfigError("data.decision_branches needs model.backend cpu or tiny (its sampler)")
     if len(d.envs) != 1 or d.envs[0] not in BRANCHING_ENVS:
         raise ConfigError(f"data.decision_branches needs data.envs one of {list(BRANCHING_ENVS)}")

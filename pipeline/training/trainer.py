@@ -141,7 +141,7 @@ def build_grpo_config(cfg: TrainConfig, reward_weights: list[float]) -> Any:
         fields.setdefault("project", cfg.logging.project)  # trackio reads TrainingArguments.project
         os.environ.setdefault("WANDB_PROJECT", cfg.logging.project)
         os.environ.setdefault("TRACKIO_PROJECT", cfg.logging.project)
-    if cfg.model.backend in ("cpu", "tiny"):
+    if cfg.model.on_cpu:
         fields.setdefault("use_cpu", True)
         # TRL defaults to bf16 autocast and gradient checkpointing. A CPU without bf16 units
         # emulates bf16 matmuls (~5x slower than fp32 here) and a 135M model needs no activation
@@ -201,7 +201,7 @@ def build_trainer(
         with_reward = cfg.rewards.weights.get("grade", 1.0) == 0.0
         kwargs["environment_factory"] = environment_factory(cfg.data.envs, with_reward=with_reward)
     interrupt = GracefulInterrupt()
-    if cfg.model.backend in ("cpu", "tiny"):
+    if cfg.model.on_cpu:
         from pipeline.decoding.trainer_sampling import fast_sampling_trainer, terminal_tools
 
         plan = cfg.data.mode in ("plan", "steps")  # replies that end at their decision

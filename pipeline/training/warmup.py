@@ -269,7 +269,7 @@ def sft_warmup(
         # Interactive examples arrive tokenized; their assistant_masks column becomes the labels.
         assistant_only_loss=False,
         max_length=None,  # AML prompts are ~1.5k tokens (interactive ~2.4k): never cut them off
-        use_cpu=cfg.model.backend in ("cpu", "tiny"),
+        use_cpu=cfg.model.on_cpu,
         bf16=grpo_args.bf16,
         fp16=grpo_args.fp16,
         gradient_checkpointing=grpo_args.gradient_checkpointing,
