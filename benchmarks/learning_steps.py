@@ -197,11 +197,16 @@ def decision_curves(history: list[dict[str, Any]]) -> dict[str, list[float]]:
 
 
 def decision_lines(run: dict[str, Any]) -> list[str]:
-    """The training batches' decisions per GRPO step, when the run logged them."""
+    """The training batches' decisions per sampling, when the run logged them. A step that
+    trains again on earlier samples (``training.num_iterations`` > 1) logs none."""
     curves = run.get("decisions") or {}
     if not curves:
         return []
-    lines = ["Sampled replies per GRPO step (training batches, each decision's share of them):", ""]
+    lines = [
+        "Sampled replies per sampling of the GRPO steps (training batches, each decision's "
+        "share of them):",
+        "",
+    ]
     lines += [f"- `{name}`: {values}" for name, values in curves.items()]
     return [*lines, ""]
 

@@ -188,7 +188,7 @@ def test_steps_report_marks_a_target_met_only_when_its_interval_says_so() -> Non
     blind = {"warm": always_file, "grpo": reference}
     text = "\n".join(steps_markdown({**run, "cuts": blind}, "cmd"))
     assert "decision accuracy >= always_file + 0.10, paired interval above 0: NOT met (" in text
-    assert "Sampled replies per GRPO step" not in text  # a run that logged no decisions
+    assert "Sampled replies per sampling" not in text  # a run that logged no decisions
 
 
 def test_steps_report_lists_the_training_batches_decisions_per_step() -> None:
@@ -203,6 +203,7 @@ def test_steps_report_lists_the_training_batches_decisions_per_step() -> None:
     assert curves == {"file_sar_share": [0.5, 0.812], "split_groups": [0.75, 0.25]}
     text = "\n".join(decision_lines({"decisions": curves}))
     assert "- `file_sar_share`: [0.5, 0.812]" in text and "- `split_groups`: [0.75, 0.25]" in text
+    assert text.startswith("Sampled replies per sampling")  # reuse steps (num_iterations) log none
 
 
 def test_decisions_come_back_from_a_saved_history(tmp_path) -> None:
