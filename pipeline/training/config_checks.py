@@ -92,17 +92,17 @@ def validate(cfg: TrainConfig) -> None:
             " and Liger kernels drop: set training.gradient_checkpointing=false"
             " (the replies alone need little activation memory) and use_liger_kernel=false"
         )
-    _check_context_reuse(m, cpu)
+    _check_context_reuse(m)
     _check_batches(t, d)
     _check_env_urls(cfg.env, d)
 
 
-def _check_context_reuse(m: ModelSection, cpu: bool) -> None:
+def _check_context_reuse(m: ModelSection) -> None:
     """``model.context_reuse`` names a known rule, and ``generation`` has a cache to reuse (the
-    shared-prefix sampler runs on the ``cpu`` backends only)."""
+    shared-prefix sampler runs on the CPU backends only)."""
     if m.context_reuse not in ("step", "generation"):
         raise ConfigError(f"model.context_reuse={m.context_reuse!r}: choose step or generation")
-    if m.context_reuse == "generation" and (m.context_grad or not cpu):
+    if m.context_reuse == "generation" and (m.context_grad or not m.on_cpu):
         raise ConfigError(
             "model.context_reuse=generation reuses the shared-prefix sampler's prompt caches:"
             " it needs model.context_grad=false on the cpu or tiny backend"
