@@ -16,6 +16,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
+
 from env.base import EnvConfig, Grade, ToolEnvironment, ToolError
 from env.gang.config import GangConfig, TaskSettings
 from env.gang.generate import build_world
@@ -60,6 +62,7 @@ class GangEnvironment(GangTools, ToolEnvironment):
         self._explicit_steps = "max_steps" in self.config.model_fields_set
         self._base_config = self.config
         self.world: World | None = None
+        self._bits = np.random.PCG64()  # numpy's generator of this environment, reseeded per reset
         self.flagged: set[int] = set()
         self.touched: set[int] = set()
 
@@ -74,7 +77,7 @@ class GangEnvironment(GangTools, ToolEnvironment):
         if not self._explicit_steps:
             self.config = self._base_config.model_copy(update={"max_steps": self.settings.steps})
         self._rng = rng
-        self.world = build_world(task, rng, self.config)  # type: ignore[arg-type]
+        self.world = build_world(task, rng, self.config, self._bits)  # type: ignore[arg-type]
         self.flagged = set()
         self.touched = set()
         self.evasion: dict[str, int] | None = None
@@ -109,15 +112,15 @@ class GangEnvironment(GangTools, ToolEnvironment):
         return idx
 
     def _ids(self, indices: set[int] | list[int], exclude: int) -> list[str]:
-        assert self.world is not None
-        ids = sorted(self.world.id_of(i) for i in indices if i != exclude)
-        return ids[: self.config.list_cap]  # type: ignore[attr-defined]
+        """The ids a result lists (at most ``list_cap``, by id) and are from then on seen."""
+        w = self.world
+        assert w is not None
+        listed = sorted(i for i in indices if i != exclude)[: self.config.list_cap]  # type: ignore[attr-defined]
+        self.touched.update(listed)  # ids ascend with the account number: same order
+        return [w.id_of(i) for i in listed]
 
-    def _seen(self, *groups: Any) -> None:
-        assert self.world is not None
-        for group in groups:
-            for item in group if isinstance(group, (list, set, tuple)) else [group]:
-                self.touched.add(item if isinstance(item, int) else self.world.index_of(item))
+    def _seen(self, i: int) -> None:
+        self.touched.add(i)
 
     # ----- grade and truth ----------------------------------------------------------------------
 

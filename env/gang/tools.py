@@ -55,7 +55,7 @@ class GangTools:
             "following": self._ids(w.following[i] - mutual, i),
             "followers": self._ids(w.followers[i] - mutual, i),
         }
-        self._seen(i, result["mutual"], result["following"], result["followers"])
+        self._seen(i)
         return result
 
     @tool(kind="investigation")
@@ -70,7 +70,7 @@ class GangTools:
         assert w is not None
         a = w.accounts[i]
         same = self._ids(w.sharing("photo", i), i)
-        self._seen(i, same)
+        self._seen(i)
         return {"account_id": a.id, "web_matches": a.web_matches, "same_photo_accounts": same}
 
     @tool(kind="investigation")
@@ -85,7 +85,7 @@ class GangTools:
         assert w is not None
         a = w.accounts[i]
         similar = self._ids(w.sharing_bio(i), i)
-        self._seen(i, similar)
+        self._seen(i)
         return {
             "account_id": a.id,
             "bio": a.bio,
@@ -106,7 +106,7 @@ class GangTools:
         a = w.accounts[i]
         sharing = w.sharing("ip", i) - {i}
         listed = self._ids(sharing, i)
-        self._seen(i, listed)
+        self._seen(i)
         return {
             "account_id": a.id,
             "ip": a.ip,

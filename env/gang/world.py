@@ -1,12 +1,12 @@
-"""The hidden follower graph of one episode, stored as columns that materialise on demand.
+"""The hidden follower graph of one episode, drawn account by account as the tools read it.
 
-A hard episode has 1000 accounts and ~11k follows, but an agent reads a few dozen accounts before
-it submits. So the world keeps every attribute as a numpy column (codes, not strings) and the
-follows as two compressed adjacency arrays; an ``Account`` object, a follow set or a display
-string is built only when a tool reads it, and the "who shares this IP / photo / bio" lookups
-compare one column. Generation (``env/gang/generate.py``) fills the columns in a few vectorised
-draws: a hard reset costs about 2 ms instead of the 15 ms of one Python object per account
-and one ``set.add`` per follow (benchmarks/RESULTS.md, bench_resets).
+A hard episode has 1,000 accounts and ~10k follows, but an agent reads a few dozen accounts before
+it submits. So a reset fixes only the layout (who is in the gang, the look-alike clusters, the
+popular accounts, the friend and interest groups, the ids) and every profile, follow list and
+"who shares this IP / photo / bio" column is drawn from counter-based draws (``draws.py``) on
+first read and kept: a hard reset costs ~0.1 ms instead of the ~2 ms of drawing every column and
+follow up front (benchmarks/RESULTS.md, bench_resets), and a read returns the same whatever the
+order of reads. Profiles live in ``profiles.py``, follows in ``follows.py``.
 """
 
 from __future__ import annotations
@@ -17,42 +17,31 @@ from typing import Any
 
 import numpy as np
 
-FIRST = (
-    "ana", "maria", "li", "wei", "omar", "sara", "john", "aisha", "ken", "yuki", "lucas",
-    "emma", "noah", "mia", "liam", "zoe", "raj", "nina", "tom", "eva", "ivan", "olga", "pablo",
-    "lena", "marco", "chloe", "amir", "dana", "felix", "iris",
-)  # fmt: skip
-LAST = (
-    "smith", "garcia", "chen", "khan", "silva", "novak", "rossi", "kim", "ito", "muller",
-    "brown", "lopez", "patel", "nguyen", "costa", "berg", "haas", "kowal", "sato", "dubois",
-)  # fmt: skip
-GENERIC_BIOS = (
-    "coffee, travel and good books",
-    "living my best life one day at a time",
-    "dog mom | foodie | dreamer",
-    "just here for the memes",
-    "music lover. runner. optimist.",
-    "making the world a better place",
-    "photographer in my free time",
+from env.gang.draws import Draws
+from env.gang.follows import FollowLayout, build_layout, links
+from env.gang.profiles import (
+    BIO_GROUPS,
+    C_BRAND,
+    C_LOOK,
+    CELEBRITIES,
+    COMPANIES,
+    DEFAULT_AVATAR,
+    FIRST,
+    GANG,
+    GANG_BIO_PARTS,
+    GENERIC_BIOS,
+    GROUPS,
+    IP_KINDS,
+    LAST,
+    gang_traits,
+    honest_profile,
+    lookalike_traits,
+    pooled_column,
+    shared_without_column,
 )
-GANG_BIO_PARTS = (
-    ("crypto", "forex", "fitness", "lifestyle", "growth"),
-    ("coach", "mentor", "investor", "creator", "queen"),
-    ("DM for collab", "link in bio", "follow back", "financial freedom", "100% real"),
-)
-COMPANIES = ("Acme", "Northwind", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay")
-CELEBRITIES = ("Taylor", "Messi", "BTS", "Zendaya", "Ronaldo", "Rihanna")
-IP_KINDS = ("residential", "mobile", "hosting", "business")
-STOCK_PHOTOS = 25
-DEFAULT_AVATAR = -(STOCK_PHOTOS + 1)
-"""Photo codes: >= 0 a unique ``img-`` label; -1-k stock photo k; this one the default avatar;
-below it the shared photos of ``World.shared_photos`` (fan clubs)."""
 
-
-def write_columns(cols: dict[str, Any], i: int, values: dict[str, Any]) -> None:
-    """Set account ``i``'s entry in each named column (generation and evasion both edit rows)."""
-    for name, value in values.items():
-        cols[name][i] = value
+ID_RANGE = (10000, 99999)
+F_ID = 70  # the draw field of an id's place in its window
 
 
 @dataclass(slots=True)
@@ -88,26 +77,21 @@ class Labels:
 
 
 class Adjacency(Sequence):
-    """``adj[i]``: the set of accounts ``i`` follows (or is followed by), built on first read
-    from a compressed row and kept, so that evasion's edits stick."""
+    """``adj[i]``: the set of accounts ``i`` follows (or is followed by), drawn on first read and
+    kept, so that evasion's edits stick."""
 
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray) -> None:
-        self._indptr, self._indices = indptr.tolist(), indices
-        self._sets: dict[int, set[int]] = {}
+    def __init__(self, world: World, side: int) -> None:
+        self._world, self._side = world, side
 
     def __len__(self) -> int:
-        return len(self._indptr) - 1
+        return self._world.n
 
     def __getitem__(self, i: int) -> set[int]:  # type: ignore[override]
-        found = self._sets.get(i)
-        if found is None:
-            found = set(self._indices[self._indptr[i] : self._indptr[i + 1]].tolist())
-            self._sets[i] = found
-        return found
+        return self._world.links(i)[self._side]
 
 
 class Accounts(Sequence):
-    """``world.accounts[i]``: the account built from the columns on first read."""
+    """``world.accounts[i]``: the account built from its profile on first read."""
 
     def __init__(self, world: World) -> None:
         self._world = world
@@ -131,64 +115,119 @@ class Accounts(Sequence):
 
 @dataclass
 class World:
-    """The whole hidden graph of one episode: columns indexed by account number."""
+    """One episode's layout; profiles, follows and shared-value columns are drawn on demand."""
 
     n: int
+    draws: Draws
     labels: Labels
-    cols: dict[str, np.ndarray]
-    """id, first, last, handle_num, age_days, posts, email_verified, photo, web_matches,
-    bio_kind, bio_a, bio_b, bio_c, bio_group, template_score, ip, ip_kind, handle_changed (-1 =
-    never), gang, group (index into ``groups``)."""
-    following: Adjacency
-    followers: Adjacency
+    layout_seed: tuple[int, int]
+    """The numpy PCG64 (state, increment) of the friend order, drawn on first use."""
+    bits: np.random.PCG64
+    """The numpy bit generator that draws it (the environment's own, reseeded each time)."""
     gang: list[int]
+    popular: list[int]
     lookalikes: list[tuple[str, list[int]]]
     alerts: list[int]
     sample: list[int]
-    bio_groups: list[str]
-    groups: list[str] = field(default_factory=lambda: ["none", "gang"])
-    shared_photos: dict[int, str] = field(default_factory=dict)
-    bios: dict[int, str] = field(default_factory=dict)
-    """Bios written whole (look-alike and gang members); the rest print from codes."""
+    n_nat: int
+    n_vpn: int
+    proxies: list[int]
+    gang_follow_p: float
     handles: dict[int, str] = field(default_factory=dict)
-    """Handles written whole (renamed gang members); the rest print from codes."""
-    next_ip: int = 0
-    """Serial of the next fresh IP label (evasion moves proxy users to new ones)."""
+    """Handles written whole (renamed gang members); the rest print from their profile."""
+    overrides: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Profile values written by evasion, over the drawn ones."""
 
     def __post_init__(self) -> None:
+        n = self.n
+        self.residential = self.n_nat + self.n_vpn + len(self.proxies)
+        self.next_ip = self.residential + n + len(self.lookalikes)
+        """Serial of the next fresh IP (evasion moves proxy users to new ones)."""
+        self.id_gap = (ID_RANGE[1] - ID_RANGE[0] + 1) // n
+        self.popular_set = set(self.popular)
+        self.member_of: dict[int, int] = dict.fromkeys(self.gang, GANG)
+        for c, (_, members) in enumerate(self.lookalikes):
+            self.member_of.update(dict.fromkeys(members, c))
         self.accounts = Accounts(self)
-        ids = self.cols["id"].tolist()
-        self._index = dict(zip(ids, range(self.n), strict=True))
+        self.following, self.followers = Adjacency(self, 0), Adjacency(self, 1)
+        self._layout: FollowLayout | None = None
+        self._links: dict[int, tuple[set[int], set[int]]] = {}
+        self._profiles: dict[int, dict[str, Any]] = {}
+        self._columns: dict[str, np.ndarray] = {}
+        self._brands: dict[int, tuple[int, int, int, int]] = {}
+
+    @property
+    def layout(self) -> FollowLayout:
+        if self._layout is None:
+            self._layout = build_layout(self, self.bits)
+        return self._layout
 
     # ----- reading ------------------------------------------------------------------------------
 
     def id_of(self, i: int) -> str:
-        return f"u{int(self.cols['id'][i]):05d}"
+        """Ids ascend with the account number, one in each window of ``id_gap`` numbers, at a
+        drawn place in it: ``index_of`` is arithmetic, and sorting ids sorts accounts."""
+        return f"u{ID_RANGE[0] + i * self.id_gap + self.draws.below(i, 0, F_ID, self.id_gap):05d}"
 
     def index_of(self, account_id: str) -> int | None:
         """The account number of an id like ``u12345``; None for anything else."""
         text = str(account_id).strip()
         if len(text) != 6 or text[0] != "u" or not text[1:].isdigit():
             return None
-        return self._index.get(int(text[1:]))
+        i = (int(text[1:]) - ID_RANGE[0]) // self.id_gap
+        return i if 0 <= i < self.n and self.id_of(i) == text else None
+
+    def links(self, i: int) -> tuple[set[int], set[int]]:
+        found = self._links.get(i)
+        if found is None:
+            found = self._links[i] = links(self, i)
+        return found
+
+    def profile(self, i: int) -> dict[str, Any]:
+        """Account ``i``'s profile codes (drawn once; hidden ``gang`` and ``group`` included)."""
+        found = self._profiles.get(i)
+        if found is None:
+            found = honest_profile(self, i)
+            member = self.member_of.get(i)
+            if member == GANG:
+                found.update(gang_traits(self, i))
+            elif member is not None:
+                found.update(lookalike_traits(self, i, member))
+            found.update(self.overrides.get(i, {}))
+            self._profiles[i] = found
+        return found
+
+    def cluster_brand(self, c: int) -> tuple[int, int, int, int]:
+        """Look-alike cluster ``c``'s company, celebrity, photo web matches and family surname."""
+        found = self._brands.get(c)
+        if found is None:
+            a, b = self.draws.pair(c, 1, C_BRAND)
+            m, s = self.draws.pair(c, 1, C_LOOK)
+            found = (int(a * len(COMPANIES)), int(b * len(CELEBRITIES)), 50 + int(m * 851))
+            found = self._brands[c] = (*found, int(s * len(LAST)))
+        return found
 
     def sharing(self, column: str, i: int) -> set[int]:
-        """Accounts whose ``column`` code equals account ``i``'s (``i`` included)."""
-        col = self.cols[column]
+        """Accounts whose ``column`` code (photo, ip or bio_group) equals account ``i``'s."""
+        few = shared_without_column(self, column, i)
+        if few is not None:
+            return few
+        col = self._columns.get(column)
+        if col is None:
+            col = self._columns[column] = pooled_column(self, column)
         return set(np.flatnonzero(col == col[i]).tolist())
 
     def sharing_bio(self, i: int) -> set[int]:
-        return self.sharing("bio_group", i) if self.cols["bio_group"][i] else set()
+        return self.sharing("bio_group", i) if self.profile(i)["bio_group"] else set()
 
     def build_account(self, i: int) -> Account:
-        c = {name: col[i].item() for name, col in self.cols.items()}
+        c = self.profile(i)
         changed = c["handle_changed"]
         return Account(
             self.id_of(i), self.handle(i, c), c["age_days"], c["posts"], c["email_verified"],
-            self.photo(c["photo"]), c["web_matches"], self.bio(i, c),
-            self.bio_groups[c["bio_group"]], c["template_score"],
-            self.labels("ip", c["ip"]), IP_KINDS[c["ip_kind"]], c["gang"], self.groups[c["group"]],
-            None if changed < 0 else changed,
+            self.photo(c["photo"]), c["web_matches"], self.bio(i, c), BIO_GROUPS[c["bio_group"]],
+            c["template_score"], self.labels("ip", c["ip"]), IP_KINDS[c["ip_kind"]], c["gang"],
+            GROUPS[c["group"]], None if changed < 0 else changed,
         )  # fmt: skip
 
     def handle(self, i: int, c: dict[str, Any]) -> str:
@@ -202,11 +241,15 @@ class World:
             return self.labels("img", code)
         if code == DEFAULT_AVATAR:
             return "default-avatar"
-        return self.shared_photos[code] if code < DEFAULT_AVATAR else f"stock-{-code - 1}"
+        if code < DEFAULT_AVATAR:
+            c = DEFAULT_AVATAR - 1 - code
+            star = CELEBRITIES[self.cluster_brand(c)[1]]
+            return f"fan-{star}-{self.draws.below(c, 2, C_BRAND, 99)}"
+        return f"stock-{-code - 1}"
 
     def bio(self, i: int, c: dict[str, Any]) -> str:
-        if i in self.bios:
-            return self.bios[i]
+        if "bio" in c:
+            return c["bio"]
         kind, a, b, d = c["bio_kind"], c["bio_a"], c["bio_b"], c["bio_c"]
         if kind == 0:
             return f"{FIRST[a].title()} from {LAST[b].title()}ville, {d}"
@@ -216,11 +259,16 @@ class World:
             return " ".join(part[k] for part, k in zip(GANG_BIO_PARTS, (a, b, d), strict=True))
         return ""
 
-    # ----- writing (generation and evasion) ------------------------------------------------------
+    # ----- writing (evasion) --------------------------------------------------------------------
 
     def write(self, i: int, **values: Any) -> None:
-        """Write columns of account ``i`` (its built ``Account``, if any, is rebuilt on read)."""
-        write_columns(self.cols, i, values)
+        """Write profile values of account ``i`` over the drawn ones (and any column built)."""
+        self.overrides.setdefault(i, {}).update(values)
+        if i in self._profiles:
+            self._profiles[i].update(values)
+        for name, value in values.items():
+            if name in self._columns:
+                self._columns[name][i] = value
         self.accounts.forget(i)
 
     def unfollow(self, a: int, b: int) -> None:
@@ -231,21 +279,24 @@ class World:
 def evade(world: World, rng: Any, config: Any) -> dict[str, int]:
     """The gang notices the investigation: drop follows, rename, rotate IPs. Returns counts."""
     dropped = renamed = rotated = 0
-    is_gang, ip_kind = world.cols["gang"], world.cols["ip_kind"]
     for i in world.gang:
         for j in sorted(world.following[i]):
-            if is_gang[j] and rng.random() < config.evade_drop_follow:
+            if world.member_of.get(j) == GANG and rng.random() < config.evade_drop_follow:
                 world.unfollow(i, j)
                 dropped += 1
         if rng.random() < config.evade_rename:
             world.handles[i] = f"{rng.choice(FIRST)}.{rng.choice(LAST)}{rng.randrange(1000)}"
             world.write(i, handle_changed=0)
             renamed += 1
-        if IP_KINDS[ip_kind[i]] == "hosting" and rng.random() < config.evade_rotate_ip:
+        if (
+            IP_KINDS[world.profile(i)["ip_kind"]] == "hosting"
+            and rng.random() < config.evade_rotate_ip
+        ):
             world.write(i, ip=world.next_ip, ip_kind=IP_KINDS.index("residential"))
             world.next_ip += 1
             rotated += 1
-    honest = np.flatnonzero(~is_gang).tolist()
+    gang = set(world.gang)
+    honest = [i for i in range(world.n) if i not in gang]
     for i in rng.sample(honest, min(len(honest), max(1, len(world.gang) // 2))):
         world.write(i, handle_changed=0)  # ordinary churn hides the renames
     return {"dropped_follows": dropped, "renamed": renamed, "rotated_ips": rotated}
