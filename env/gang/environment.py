@@ -62,7 +62,7 @@ class GangEnvironment(GangTools, ToolEnvironment):
         self._explicit_steps = "max_steps" in self.config.model_fields_set
         self._base_config = self.config
         self.world: World | None = None
-        self._bits = np.random.PCG64()  # numpy's generator of this environment, reseeded per reset
+        self._bits = np.random.PCG64(0)  # the numpy bit generator of this env, reseeded per reset
         self.flagged: set[int] = set()
         self.touched: set[int] = set()
 

@@ -31,7 +31,7 @@ def build_world(
     n = task.accounts
     draws = Draws(rng.getrandbits(64))
     labels = Labels(rng.getrandbits(24), rng.getrandbits(24))
-    bits = np.random.PCG64() if bits is None else bits
+    bits = np.random.PCG64(0) if bits is None else bits
     g = reseed(bits, (rng.getrandbits(128), rng.getrandbits(128)))
     layout_seed = (rng.getrandbits(128), rng.getrandbits(128))
     n_nat, n_vpn, n_proxy = max(2, n // 12), max(2, n // 40), rng.randint(2, 3)
