@@ -7,7 +7,7 @@ reverse_image_search, analyze_bio and check_ip (each lists the other accounts th
 photo, bio template or IP), marks suspects with flag / unflag, and ends with submit. Flagging marks
 exactly one account: nothing ever cascades through the hidden truth. On medium and hard the gang
 evades at a fixed step (drops in-gang follows, renames members, rotates proxy IPs), so later calls
-see a thinner, quieter gang. Grade: precision, recall and unused steps (see grading.py); ~15% of
+see a thinner, quieter gang. Grade: precision, recall and unused steps (see grading.py); ~35% of
 episodes have no gang, where the right answer is submitting an empty set.
 """
 
