@@ -152,6 +152,7 @@ class World:
         self.following, self.followers = Adjacency(self, 0), Adjacency(self, 1)
         self._layout: FollowLayout | None = None
         self._links: dict[int, tuple[set[int], set[int]]] = {}
+        self._ids: dict[int, str] = {}
         self._profiles: dict[int, dict[str, Any]] = {}
         self._columns: dict[str, np.ndarray] = {}
         self._brands: dict[int, tuple[int, int, int, int]] = {}
@@ -167,7 +168,11 @@ class World:
     def id_of(self, i: int) -> str:
         """Ids ascend with the account number, one in each window of ``id_gap`` numbers, at a
         drawn place in it: ``index_of`` is arithmetic, and sorting ids sorts accounts."""
-        return f"u{ID_RANGE[0] + i * self.id_gap + self.draws.below(i, 0, F_ID, self.id_gap):05d}"
+        found = self._ids.get(i)
+        if found is None:
+            place = self.draws.below(i, 0, F_ID, self.id_gap)
+            found = self._ids[i] = f"u{ID_RANGE[0] + i * self.id_gap + place:05d}"
+        return found
 
     def index_of(self, account_id: str) -> int | None:
         """The account number of an id like ``u12345``; None for anything else."""
