@@ -1,10 +1,11 @@
 """A reset: the layout of one episode's follower graph, from the episode's ``random.Random``.
 
-The layout is what every later read depends on and nothing more: the gang (maybe none), the
-popular accounts, the honest look-alike clusters (families, offices, startups, fan clubs), the
-friend groups (runs of a random order), the ids and the opening's alerts and
-sample. Profiles and follows are drawn per account when read (``profiles.py``, ``follows.py``)
-from draws keyed by this ``Random``, so (task, seed) still fixes the whole world.
+The layout is what the opening and every later read depend on and nothing more: the gang (maybe
+none), the popular accounts, the honest look-alike clusters (families, offices, startups, fan
+clubs), the opening's alerts and sample, and the keys of everything drawn later. The friend order
+is drawn on the first read of the graph (``follows.py``), profiles and follows per account when
+read (``profiles.py``), all from draws keyed by this ``Random``, so (task, seed) still fixes the
+whole world.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ def build_world(
 ) -> World:
     """Build one episode's world for the task ``task_name`` from ``rng`` alone.
 
-    ``bits``: the caller's numpy bit generator, reseeded here from ``rng`` (setting a state
-    costs ~1 µs where a new generator costs ~17 µs); None makes a new one."""
+    ``bits``: the caller's numpy bit generator, reseeded from ``rng`` here and again when the
+    friend order is drawn (``draws.reseed``); None makes one."""
     task: TaskSettings = config.tasks[task_name]
     n = task.accounts
     draws = Draws(rng.getrandbits(64))
