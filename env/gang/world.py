@@ -2,9 +2,8 @@
 
 A hard episode has 1,000 accounts and ~10k follows, but an agent reads a few dozen accounts before
 it submits. So a reset fixes only the layout (who is in the gang, the look-alike clusters, the
-popular accounts, the friend and interest groups, the ids) and every profile, follow list and
-"who shares this IP / photo / bio" column is drawn from counter-based draws (``draws.py``) on
-first read and kept: a hard reset costs ~0.1 ms instead of the ~2 ms of drawing every column and
+popular accounts, the opening) and every profile, follow list, id and "who shares this IP /
+photo / bio" column is drawn from counter-based draws (``draws.py``) on first read and kept: a hard reset costs ~0.1 ms instead of the ~2 ms of drawing every column and
 follow up front (benchmarks/RESULTS.md, bench_resets), and a read returns the same whatever the
 order of reads. Profiles live in ``profiles.py``, follows in ``follows.py``.
 """
