@@ -32,6 +32,8 @@ from env.tool_spec import ToolError, ToolSpec, spec_from_method
 from env.tool_spec import tool as tool  # environments import the decorator from here
 
 logger = logging.getLogger(__name__)
+_ARGUMENTS_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+"""``json.dumps(arguments, sort_keys=True, default=str)`` without building an encoder per call."""
 
 
 class ToolCallAction(Action):
@@ -251,7 +253,7 @@ class ToolEnvironment(Environment[ToolCallAction, ToolObservation, EpisodeState]
         if spec is None:
             raise ToolError(f"unknown tool {name!r}; available: {', '.join(self._specs)}")
         try:  # encoded once: both the size limit and the repeat key
-            encoded = json.dumps(arguments, sort_keys=True, default=str)
+            encoded = _ARGUMENTS_ENCODER.encode(arguments)
         except (TypeError, ValueError):
             raise ToolError("arguments must be a JSON object with string keys") from None
         size = len(encoded)
