@@ -34,12 +34,16 @@ class Draws:
     def __init__(self, key: int) -> None:
         self.key = key & MASK
 
-    def unit(self, a: int, b: int, field: int) -> float:
-        """One uniform (plain Python: a few hundred nanoseconds)."""
-        z = (a * _A + b * _B + field * _F + self.key) & MASK
+    def _hash(self, a: int, b: int, field: int) -> int:
+        """The mixed 64-bit hash of (a, b, field) in plain Python (``mix`` on one input)."""
+        z = self.offset(a, b, field)
         z = ((z ^ (z >> 30)) * _M1) & MASK
         z = ((z ^ (z >> 27)) * _M2) & MASK
-        return ((z ^ (z >> 31)) >> 11) * _SCALE
+        return z ^ (z >> 31)
+
+    def unit(self, a: int, b: int, field: int) -> float:
+        """One uniform (plain Python: a few hundred nanoseconds)."""
+        return (self._hash(a, b, field) >> 11) * _SCALE
 
     def below(self, a: int, b: int, field: int, k: int) -> int:
         """An integer uniform in [0, k)."""
@@ -47,10 +51,7 @@ class Draws:
 
     def pair(self, a: int, b: int, field: int) -> tuple[float, float]:
         """Two independent uniforms (the hash's two 32-bit halves) for the price of one."""
-        z = (a * _A + b * _B + field * _F + self.key) & MASK
-        z = ((z ^ (z >> 30)) * _M1) & MASK
-        z = ((z ^ (z >> 27)) * _M2) & MASK
-        z ^= z >> 31
+        z = self._hash(a, b, field)
         return (z >> 32) * _HALF, (z & _LOW) * _HALF
 
     def units(
