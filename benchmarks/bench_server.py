@@ -220,9 +220,12 @@ BARE = "bare"
 """The ``--env`` name of the bare OpenEnv baseline (``benchmarks/trivial_env.py``)."""
 
 
-def start_server(env_name: str, port: int, sessions: int) -> subprocess.Popen:
+def start_server(
+    env_name: str, port: int, sessions: int, bare_gc_freeze: bool = False
+) -> subprocess.Popen:
     if env_name == BARE:
         cmd = [sys.executable, "-m", "benchmarks.trivial_env", "--port", str(port)]
+        cmd += ["--gc-freeze"] if bare_gc_freeze else []
     else:
         cmd = [sys.executable, "-m", "env.server", "--env", env_name, "--port", str(port)]
     cmd += ["--max-concurrent-envs", str(sessions), "--log-level", "warning"]
@@ -246,7 +249,9 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120) -> No
     raise RuntimeError("server did not become healthy")
 
 
-def bench(env_name: str, sessions: int, steps: int, loads: int = 1) -> dict[str, Any]:
+def bench(
+    env_name: str, sessions: int, steps: int, loads: int = 1, bare_gc_freeze: bool = False
+) -> dict[str, Any]:
     """Start a server, run the load ``loads`` times, stop it; returns the figures."""
     if env_name == BARE:
         name, scripts = BARE, [echo_script(i, steps) for i in range(sessions)]
@@ -255,7 +260,7 @@ def bench(env_name: str, sessions: int, steps: int, loads: int = 1) -> dict[str,
         name, scripts = cls.name, [build_script(cls, i, steps) for i in range(sessions)]
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start_server(env_name, port, sessions)
+    proc = start_server(env_name, port, sessions, bare_gc_freeze)
     try:
         wait_healthy(url, proc)
         figures = asyncio.run(load(url.replace("http", "ws") + "/ws", scripts, loads))
@@ -274,16 +279,22 @@ def bench(env_name: str, sessions: int, steps: int, loads: int = 1) -> dict[str,
 
 
 def bench_rounds(
-    envs: list[str], sessions: int, steps: int, rounds: int, loads: int = 1
+    envs: list[str],
+    sessions: int,
+    steps: int,
+    rounds: int,
+    loads: int = 1,
+    bare_gc_freeze: bool = False,
 ) -> list[dict[str, Any]]:
     """Each server (the bare baseline first) once per round, in turn, playing the load ``loads``
     times; per server the median steps/s and p99 over the rounds, the summed errors and
-    mismatches, and the ratios to bare."""
+    mismatches, and the ratios to bare. ``bare_gc_freeze`` gives the bare server the startup
+    heap freeze our servers do (``env.server.freeze_startup_heap``), to show what it is worth."""
     order = [BARE, *(e for e in envs if e != BARE)]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
     for _ in range(rounds):
         for name in order:
-            runs[name].append(bench(name, sessions, steps, loads))
+            runs[name].append(bench(name, sessions, steps, loads, bare_gc_freeze))
     merged = []
     for name in order:
         rows = runs[name]
@@ -350,7 +361,9 @@ def markdown(runs: list[dict[str, Any]], command: str) -> str:
         "compared with an in-process replay. A round starts each server once and plays the load "
         "`loads` times in a row on it (new sessions each time) and pools them; figures are "
         "medians over the rounds; the ratios are to the bare server's medians "
-        f"(target >= {SPEED_TARGET}x steps/s, p99 <= {P99_TARGET}x).",
+        f"(target >= {SPEED_TARGET}x steps/s, p99 <= {P99_TARGET}x). The environment servers "
+        "freeze their startup heap before serving (`env.server.freeze_startup_heap`); the bare "
+        "server keeps OpenEnv's default unless the command has `--bare-gc-freeze`.",
         "",
         "| env | sessions x steps x loads x rounds | errors | cross-talk mismatches "
         "| steps/s (each round) | p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target "
@@ -380,11 +393,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--loads", type=int, default=1, help="loads per server start (a round's figure pools them)"
     )
+    parser.add_argument(
+        "--bare-gc-freeze",
+        action="store_true",
+        help="the bare server freezes its startup heap too (OpenEnv's default does not)",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     envs = args.env or [n for n in names() if _imports(n)]
-    runs = bench_rounds(envs, args.sessions, args.steps, args.rounds, args.loads)
+    runs = bench_rounds(
+        envs, args.sessions, args.steps, args.rounds, args.loads, args.bare_gc_freeze
+    )
     command = "python benchmarks/bench_server.py " + " ".join(argv or sys.argv[1:])
     text = markdown(runs, command.strip())
     sys.stdout.write(text + "\n")

@@ -17,7 +17,7 @@ from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, State
 
-from env.server import UVICORN_SETTINGS
+from env.server import UVICORN_SETTINGS, freeze_startup_heap
 
 EPISODE_STEPS = 8
 """Steps per echo episode, so that the load resets as an environment's does."""
@@ -80,9 +80,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-concurrent-envs", type=int, default=64)
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="freeze the startup heap as env.server does (not OpenEnv's default)",
+    )
     args = parser.parse_args(argv)
+    app = create_app(args.max_concurrent_envs)
+    if args.gc_freeze:
+        freeze_startup_heap()
     uvicorn.run(
-        create_app(args.max_concurrent_envs),
+        app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,

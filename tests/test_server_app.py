@@ -301,3 +301,32 @@ def test_resets_take_turns_and_steps_go_between_them() -> None:
     asyncio.run(main())
     assert len(done) == 9
     assert done.index("step") <= 1, done
+
+
+@pytest.mark.parametrize("entry", ["cli", "asgi"])
+def test_server_freezes_its_startup_heap_before_serving(entry: str) -> None:
+    """Both ways of serving (``python -m env.server`` and ``env.server:app``) take the objects
+    built at import and startup out of the collector before the first request, so a full
+    collection walks only what the sessions made (bench_server's p99 and steps/s)."""
+    start = {
+        "cli": "import env.server as s; s.main(['--env', 'support', '--log-level', 'warning'])",
+        "asgi": "import env.server as s; s.app; report()",
+    }[entry]
+    code = (
+        "import gc, uvicorn\n"
+        "def report(*args, **kwargs):\n"
+        "    print(gc.get_freeze_count(), len(gc.get_objects()))\n"
+        "uvicorn.run = report\n" + start
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "ENV_NAME": "support"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    frozen, walked = map(int, out.stdout.split())
+    assert frozen > 50_000  # FastAPI, pydantic, OpenEnv and the environment's own modules
+    assert walked < frozen // 20

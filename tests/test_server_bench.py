@@ -49,8 +49,11 @@ def test_bare_baseline_echoes_every_session_without_cross_talk():
     assert figures["errors"] == 0 and figures["mismatches"] == 0
 
 
-def test_rounds_report_medians_and_ratios_to_the_bare_server():
-    runs = bench_rounds(["bare"], sessions=3, steps=4, rounds=2, loads=2)
+@pytest.mark.parametrize("bare_gc_freeze", [False, True])
+def test_rounds_report_medians_and_ratios_to_the_bare_server(bare_gc_freeze: bool):
+    runs = bench_rounds(
+        ["bare"], sessions=3, steps=4, rounds=2, loads=2, bare_gc_freeze=bare_gc_freeze
+    )
     assert [r["env"] for r in runs] == ["bare"]
     (bare,) = runs
     assert bare["rounds"] == 2 and bare["loads"] == 2 and bare["steps"] == 2 * 2 * 3 * 4
