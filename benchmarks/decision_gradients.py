@@ -17,6 +17,10 @@ train cases, for plain SGD and for the sign of the update (Adam's first step), u
 - ``likelihood``: a case weighs ``2 * P(wrong decision)`` (``sigmoid(-y d)``), the gradient of the
   log-likelihood of the right decision between the two, as ``decision_likelihood`` credit does.
 
+With ``--layer-groups 0-9,20-29`` it also reports the same effects for an update confined to the
+LoRA weights of those decoder layers (the rest held still), as a run whose adapter covers only
+them would take: whether some layers read the case with less of the shared direction.
+
 It also reports how parallel the cases' gradients are (the cosine between the clean cases' sum
 and the suspicious cases' sum): when they share one direction, a balanced batch's update is the
 small difference of two large, nearly equal vectors, and any difference in their lengths moves
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -88,6 +93,40 @@ def update_effects(
     return out
 
 
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
+
+
+def parse_groups(spec: str | None) -> dict[str, tuple[int, int]]:
+    """``"0-9,26-29"`` -> ``{"0-9": (0, 9), "26-29": (26, 29)}`` (inclusive layer ranges)."""
+    groups = {}
+    for part in filter(None, (spec or "").split(",")):
+        low, _, high = part.strip().partition("-")
+        first, last = int(low), int(high or low)
+        if first > last:
+            raise ValueError(f"layer group {part!r}: its first layer is after its last")
+        groups[part.strip()] = (first, last)
+    return groups
+
+
+def group_indices(
+    shapes: list[tuple[str, int]], groups: dict[str, tuple[int, int]]
+) -> dict[str, list[int]]:
+    """Per group, the positions in the flattened gradient (parameters in ``shapes`` order, each
+    ``(name, numel)``) of the parameters whose decoder layer lies in the group's range."""
+    out: dict[str, list[int]] = {name: [] for name in groups}
+    start = 0
+    for name, numel in shapes:
+        found = _LAYER.search(name)
+        for group, (first, last) in groups.items():
+            if found and first <= int(found.group(1)) <= last:
+                out[group].extend(range(start, start + numel))
+        start += numel
+    empty = [group for group, positions in out.items() if not positions]
+    if empty:
+        raise ValueError(f"layer groups {empty} hold no LoRA weights")
+    return out
+
+
 def by_class(values: list[Any], labels: list[int]) -> tuple[list[Any], list[Any]]:
     """``values`` split into the clean cases' (label 0) and the suspicious cases'."""
     pairs = list(zip(values, labels, strict=True))
@@ -98,8 +137,16 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def stage_effects(path: str, train: list[dict], held: list[dict]) -> dict[str, Any]:
-    """Load ``path``, score every cut, return the margins and ``update_effects``."""
+def stage_effects(
+    path: str,
+    train: list[dict],
+    held: list[dict],
+    groups: dict[str, tuple[int, int]] | None = None,
+) -> dict[str, Any]:
+    """Load ``path``, score every cut, return the margins and ``update_effects`` (also per
+    layer group, under ``"groups"``)."""
+    import torch
+
     from benchmarks.probe_decision import prompt_texts
     from pipeline.decoding.trainer_sampling import branch_openings
     from pipeline.evaluation.backends import CheckpointBackend, GenerationSettings
@@ -108,9 +155,11 @@ def stage_effects(path: str, train: list[dict], held: list[dict]) -> dict[str, A
         path, GenerationSettings(prompt_style="compact", train_template=True)
     )
     tok, model = backend.tokenizer, backend.model
-    params = [p for name, p in model.named_parameters() if "lora_" in name]
-    if not params:
+    named = [(name, p) for name, p in model.named_parameters() if "lora_" in name]
+    if not named:
         raise ValueError(f"{path}: no LoRA weights to take gradients of")
+    params = [p for _, p in named]
+    positions = group_indices([(n, p.numel()) for n, p in named], groups or {})
     for p in params:
         p.requires_grad_(True)
     prefix, close, file = parting_tokens(branch_openings(tok, ["close_alert", "file_sar"]))
@@ -129,6 +178,11 @@ def stage_effects(path: str, train: list[dict], held: list[dict]) -> dict[str, A
     reading = sum(clean) / len(clean) - sum(suspicious) / len(suspicious)
     labels = [r["verdict"] for r in train]
     train_clean, train_suspicious = by_class(train_d, labels)
+    confined = {}
+    for group, where in positions.items():
+        idx = torch.tensor(where)
+        sub = [g[idx] for g in train_g]
+        confined[group] = update_effects(sub, labels, train_d, rate[idx], reading[idx])
     return {
         "path": path,
         "seconds": round(time.perf_counter() - started, 1),
@@ -136,6 +190,7 @@ def stage_effects(path: str, train: list[dict], held: list[dict]) -> dict[str, A
         "held_margins": held_d,
         "train_mean_d": {"clean": _mean(train_clean), "suspicious": _mean(train_suspicious)},
         **update_effects(train_g, labels, train_d, rate, reading),
+        "groups": confined,
     }
 
 
@@ -170,16 +225,21 @@ def markdown(stages: dict[str, dict[str, Any]], command: str, n_train: int, n_he
         "sgd reading | sign rate | sign reading |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, s in stages.items():
-        for credit in CREDITS:
-            sgd, sign = s[f"{credit}_sgd"], s[f"{credit}_sign"]
-            lines.append(
-                f"| {name} | {s['train_mean_d']['clean']:+.2f} / "
-                f"{s['train_mean_d']['suspicious']:+.2f} | {s['cos_clean_suspicious']:.3f} | "
-                f"{s['grad_norm_clean']:.1f} / {s['grad_norm_suspicious']:.1f} | {credit} | "
-                f"{sgd['rate']:+.2f} | {sgd['reading']:+.2f} | {sign['rate']:+.2f} | "
-                f"{sign['reading']:+.2f} |"
-            )
+    for name, stage in stages.items():
+        parts = {name: stage} | {
+            f"{name} [layers {group}]": {**effects, "train_mean_d": stage["train_mean_d"]}
+            for group, effects in stage.get("groups", {}).items()
+        }
+        for label, s in parts.items():
+            for credit in CREDITS:
+                sgd, sign = s[f"{credit}_sgd"], s[f"{credit}_sign"]
+                lines.append(
+                    f"| {label} | {s['train_mean_d']['clean']:+.2f} / "
+                    f"{s['train_mean_d']['suspicious']:+.2f} | {s['cos_clean_suspicious']:.3f} | "
+                    f"{s['grad_norm_clean']:.1f} / {s['grad_norm_suspicious']:.1f} | {credit} | "
+                    f"{sgd['rate']:+.2f} | {sgd['reading']:+.2f} | {sign['rate']:+.2f} | "
+                    f"{sign['reading']:+.2f} |"
+                )
     lines += ["", f"Measured on {machine()}."]
     return "\n".join(lines)
 
@@ -189,16 +249,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage", action="append", required=True, help="name=adapter path")
     parser.add_argument("--train-cases", type=int, default=12, help="train cuts per class")
     parser.add_argument("--episodes", type=int, default=24, help="held-out decision cuts")
+    parser.add_argument(
+        "--layer-groups", help="also confine the update to these decoder layers, e.g. 0-9,20-29"
+    )
     parser.add_argument("--output", type=Path, help="JSON with every margin and figure")
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args(argv)
     from benchmarks.probe_decision import decision_rows
 
+    groups = parse_groups(args.layer_groups)
     train, held = balanced_train_rows(args.train_cases), decision_rows(args.episodes, "eval")
     stages = {}
     for spec in args.stage:
         name, _, path = spec.partition("=")
-        stages[name] = stage_effects(path, train, held)
+        stages[name] = stage_effects(path, train, held, groups)
         print(json.dumps({name: {k: v for k, v in stages[name].items() if "margins" not in k}}))
     if args.output:
         args.output.write_text(json.dumps(stages, indent=1))

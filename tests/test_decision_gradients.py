@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.decision_gradients import case_weights, parting_tokens, update_effects
+from benchmarks.decision_gradients import (
+    case_weights,
+    group_indices,
+    parse_groups,
+    parting_tokens,
+    update_effects,
+)
 
 
 def test_parting_tokens_are_where_the_two_openings_part() -> None:
@@ -39,3 +45,19 @@ def test_parallel_gradients_of_unequal_length_move_the_rate_under_constant_credi
     assert drifted["constant_sgd"] == even["constant_sgd"]  # constant credit ignores the drift
     assert drifted["likelihood_sgd"]["rate"] < 0  # pulled back
     assert drifted["likelihood_sgd"]["reading"] > 0
+
+
+def test_layer_groups_pick_the_positions_of_their_layers_weights() -> None:
+    groups = parse_groups("0-1,2")
+    assert groups == {"0-1": (0, 1), "2": (2, 2)}
+    shapes = [
+        ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", 2),
+        ("base_model.model.model.layers.1.mlp.up_proj.lora_B.default.weight", 3),
+        ("base_model.model.model.layers.2.mlp.up_proj.lora_A.default.weight", 1),
+        ("base_model.model.model.layers.12.mlp.up_proj.lora_A.default.weight", 2),
+    ]
+    assert group_indices(shapes, groups) == {"0-1": [0, 1, 2, 3, 4], "2": [5]}
+    with pytest.raises(ValueError, match="hold no LoRA weights"):
+        group_indices(shapes, parse_groups("3-5"))
+    with pytest.raises(ValueError, match="first layer is after its last"):
+        parse_groups("9-2")
