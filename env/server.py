@@ -302,8 +302,9 @@ def freeze_startup_heap() -> int:
 
     A server process holds ~200k objects from its imports (FastAPI, pydantic, OpenEnv's gradio
     page) that are never garbage. The collector still walks all of them in each full (oldest
-    generation) collection, ~130 ms on this machine, and the sessions' worlds trigger such a
-    collection every few thousand steps: every step in flight waits for it. Frozen, a full
+    generation) collection, a pause of a tenth of a second or more, and the sessions' worlds
+    trigger such a collection every few thousand steps: every step in flight waits for it
+    (benchmarks/RESULTS.md, bench_server). Frozen, a full
     collection walks only what the sessions made (``gc.freeze``, the usual pre-fork/pre-serve
     step). Call it once the app is built, before serving; garbage made later is collected as
     before."""
