@@ -87,3 +87,13 @@ def test_servers_decline_per_message_compression_alike(server):
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_gc_pause_bench_counts_what_the_freeze_takes_out_of_a_full_collection():
+    from benchmarks.bench_gc_pause import markdown, measure
+
+    row = measure("support", repeats=1)  # a fresh process: the freeze lasts for the process
+    assert row["env"] == "support" and row["frozen"] > 50_000
+    assert row["walked_before"] > 50_000 and row["walked_after"] < row["walked_before"] // 20
+    assert row["ms_before"] > 0 and row["ms_after"] >= 0
+    assert "| support |" in markdown([row], "python benchmarks/bench_gc_pause.py")
