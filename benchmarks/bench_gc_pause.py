@@ -112,16 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(json.dumps(measure_here(args.one, args.repeats)))
         return 0
+    from benchmarks.results import publish
     from env.registry import names
 
     rows = [measure(name, args.repeats) for name in args.env or [BARE, *names()]]
     command = "python benchmarks/bench_gc_pause.py " + " ".join(argv or sys.argv[1:])
     text = markdown(rows, command.strip())
-    print(text)
-    if not args.no_write:
-        from benchmarks.results import write_section
-
-        write_section("bench_gc_pause", text)
+    publish("bench_gc_pause", text, write=not args.no_write)
     return 0
 
 

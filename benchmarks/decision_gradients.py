@@ -256,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args(argv)
     from benchmarks.probe_decision import decision_rows
+    from benchmarks.results import publish
 
     groups = parse_groups(args.layer_groups)
     train, held = balanced_train_rows(args.train_cases), decision_rows(args.episodes, "eval")
@@ -268,11 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         args.output.write_text(json.dumps(stages, indent=1))
     command = "python benchmarks/decision_gradients.py " + " ".join(argv or sys.argv[1:])
     text = markdown(stages, command.strip(), len(train), len(held))
-    print(text)
-    if not args.no_write:
-        from benchmarks.results import write_section
-
-        write_section("decision_gradients", text)
+    publish("decision_gradients", text, write=not args.no_write)
     return 0
 
 
