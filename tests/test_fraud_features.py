@@ -80,3 +80,20 @@ def test_freezing_the_top_risk_scores_is_far_below_honest_play():
     top = [play(env, FreezeTopRisk(s), "defender", s).report.grade.total for s in seeds]
     honest = [play(env, POLICIES["heuristic"](s), "defender", s).report.grade.total for s in seeds]
     assert statistics.mean(top) <= statistics.mean(honest) - 0.25
+
+
+def test_opening_features_keep_their_types_ranges_and_digits():
+    """The features are drawn as one numpy block: each keeps the type, range and rounding the
+    tools print (an int age and device count, rates to 3 digits, amounts to cents)."""
+    env, bounds = FraudEnvironment(), {"refund_rate": 0.9, "night_share": 0.95}
+    for seed in range(60):
+        for account in env.reset(seed=seed, task="defender").result["accounts"]:
+            assert type(account["age_days"]) is int and 1 <= account["age_days"] <= 5000
+            assert type(account["devices"]) is int and 1 <= account["devices"] <= 9
+            for key in ("refund_rate", "night_share", "risk_score"):
+                value = account[key]
+                assert 0.0 <= value <= bounds.get(key, 1.0) and round(value, 3) == value, key
+            assert (
+                account["avg_amount"] > 0
+                and round(account["avg_amount"], 2) == account["avg_amount"]
+            )

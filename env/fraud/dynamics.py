@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from env.base import ToolError
 from env.fraud.config import FraudConfig
-from env.fraud.txns import TxnBook
+from env.fraud.txns import TxnBook, txn_id
 from env.fraud.world import Account, Txn, World
 
 ALERT_REASONS = ("amount_spike", "velocity", "new_device", "night_activity", "cash_withdrawal")
@@ -38,7 +38,8 @@ class Engine(TxnBook):
         self.w = world
         self.cfg = config
         self.rng = rng
-        self.susp: dict[str, float] = {k: 0.0 for k in [*world.accounts, *world.merchants]}
+        self.susp: dict[str, float] = dict.fromkeys(world.accounts, 0.0)
+        self.susp.update(dict.fromkeys(world.merchants, 0.0))
         self.ledger = Ledger()
         self.alerts: list[dict] = []
         self.alert_txns: list[Txn] = []  # the transaction behind each alert, in the same order
@@ -320,7 +321,7 @@ class Engine(TxnBook):
             else:
                 kind = "payment"
             n += 1
-            txns.append(Txn(f"T{n:04d}", tick, kind, acc.id, merchant, None, round(amount, 2)))
+            txns.append(Txn(txn_id(n), tick, kind, acc.id, merchant, None, round(amount, 2)))
         self._n = n
 
     def detect(self) -> None:

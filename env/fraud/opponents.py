@@ -103,6 +103,10 @@ def ring_view(engine: Engine) -> dict[str, Any]:
     }
 
 
+# (id key, alert key, frozen key) of a route's two accounts in a ring view
+_SIDES = (("source", "source_alert", "source_frozen"), ("mule", "mule_alert", "mule_frozen"))
+
+
 def _call(tool: str, **arguments: Any) -> ToolCallAction:
     return ToolCallAction(tool=tool, arguments=arguments)
 
@@ -130,10 +134,10 @@ class ScriptedRing:
                     merchant_id=self.rng.choice(open_merchants),
                 )
         hot = [
-            (r[f"{side}_alert"], r[side])
+            (r[alert], r[side])
             for r in routes
-            for side in ("source", "mule")
-            if not r[f"{side}_frozen"] and r[f"{side}_alert"] >= self.bar
+            for side, alert, frozen in _SIDES
+            if not r[frozen] and r[alert] >= self.bar
         ]
         if hot:
             if view["fresh_devices"] > 0:

@@ -11,6 +11,15 @@ from __future__ import annotations
 
 from env.fraud.world import Txn, World
 
+_TXN_IDS: list[str] = ["T0000"]  # _TXN_IDS[n] == f"T{n:04d}", grown on demand, shared
+
+
+def txn_id(n: int) -> str:
+    """The id of the n-th transaction, formatted once per process (a tick makes several)."""
+    if n >= len(_TXN_IDS):
+        _TXN_IDS.extend(f"T{k:04d}" for k in range(len(_TXN_IDS), 2 * n + 64))
+    return _TXN_IDS[n]
+
 
 class TxnBook:
     """Mixin of ``Engine``: makes transactions and finds them (``w``, ``_n``, ``_settled`` are
@@ -22,7 +31,7 @@ class TxnBook:
 
     def _txn(self, kind: str, account: str, merchant: str | None, amount: float, **kw) -> Txn:
         self._n += 1
-        txn = Txn(f"T{self._n:04d}", self.w.tick, kind, account, merchant, None, round(amount, 2))
+        txn = Txn(txn_id(self._n), self.w.tick, kind, account, merchant, None, round(amount, 2))
         for key, value in kw.items():
             setattr(txn, key, value)
         self.w.txns.append(txn)

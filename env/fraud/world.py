@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from env.fraud.config import FAMILIES, FraudConfig
 
 
-@dataclass
+@dataclass(slots=True)
 class Account:
     """A customer account; ``ring_role`` is hidden ("", "source", "mule", "reserve")."""
 
@@ -37,7 +38,7 @@ class Account:
     staged: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Merchant:
     """A merchant; ``colluding`` is hidden."""
 
@@ -49,7 +50,7 @@ class Merchant:
     blocked: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Route:
     """One laundering route of the ring."""
 
@@ -111,6 +112,22 @@ class World:
 _CATEGORIES = ("electronics", "grocery", "travel", "gaming", "fashion", "marketplace", "fuel")
 
 
+class _Names:
+    """The k-th name of a kind (``U01``, ``D010``, ``M1``), formatted once for the first 100: a
+    reset would otherwise format dozens; a config asking for more gets the rest made fresh."""
+
+    def __init__(self, make: Callable[[int], str]) -> None:
+        self.make, self.table = make, tuple(make(k) for k in range(100))
+
+    def first(self, n: int) -> list[str]:
+        return [*self.table[:n], *(self.make(k) for k in range(len(self.table), n))]
+
+
+_USER_IDS = _Names(lambda k: f"U{k + 1:02d}")
+_HOME_DEVICES = _Names(lambda k: f"D{k + 10:03d}")
+_MERCHANT_IDS = _Names(lambda k: f"M{k + 1}")
+
+
 def _account(rng: random.Random, uid: str, shift: float, device: str) -> Account:
     """An account whose observed features are monotone transforms of a latent risk (shift +
     noise). Every reset makes a dozen or more, so the noise draw ``shift + gauss(0, 1)`` is
@@ -136,7 +153,7 @@ def build_world(task: str, rng: random.Random, config: FraudConfig) -> World:
     family = None
     if ring:
         family = config.family if config.family != "random" else rng.choice(FAMILIES)
-    ids = [f"U{i:02d}" for i in range(1, n_users + 1)]
+    ids = _USER_IDS.first(n_users)
     order = ids[:]
     rng.shuffle(order)
     n_sources = 1 if family == "mule_cashout" else 2
@@ -151,12 +168,11 @@ def build_world(task: str, rng: random.Random, config: FraudConfig) -> World:
             roles[uid] = "reserve"
     ring_device = f"D{rng.randint(100, 999)}"
     accounts: dict[str, Account] = {}
-    for i, uid in enumerate(ids):
+    for uid, device in zip(ids, _HOME_DEVICES.first(n_users), strict=True):
         role = roles.get(uid, "")
         shift = config.feature_shift if role else 0.0
         if role == "source" and family == "account_takeover":
             shift = config.feature_shift * 0.5  # long-standing customers, now on a new device
-        device = f"D{i + 10:03d}"
         if role and rng.random() < 0.5:
             device = ring_device
         elif not role and rng.random() < 0.12:
@@ -168,8 +184,7 @@ def build_world(task: str, rng: random.Random, config: FraudConfig) -> World:
             acc.refund_rate = round(min(0.9, acc.refund_rate + rng.uniform(0.0, 0.06)), 3)
         accounts[uid] = acc
     merchants: dict[str, Merchant] = {}
-    for j in range(1, n_merchants + 1):
-        mid = f"M{j}"
+    for mid in _MERCHANT_IDS.first(n_merchants):
         merchants[mid] = Merchant(
             id=mid,
             category=rng.choice(_CATEGORIES),
