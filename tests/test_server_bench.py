@@ -11,10 +11,12 @@ from test_server_app import VaultEnv
 from benchmarks.bench_server import (
     bench_rounds,
     budget_note,
+    build_parser,
     build_script,
     echo_script,
     env_budget_us,
     load,
+    markdown,
     start_server,
 )
 from benchmarks.trivial_env import EPISODE_STEPS, create_app
@@ -60,6 +62,19 @@ def test_rounds_report_medians_and_ratios_to_the_bare_server(bare_gc_freeze: boo
     assert len(bare["all_steps_per_s"]) == 2 and bare["errors"] == bare["mismatches"] == 0
     assert bare["speed_vs_bare"] == 1.0 and bare["p99_vs_bare"] == 1.0
     assert bare["env_us_per_step"] > 0  # the echo env's own time, played in-process
+
+
+def test_the_bare_server_freezes_like_ours_unless_asked_and_the_table_says_which():
+    assert build_parser().parse_args([]).bare_gc_freeze
+    assert not build_parser().parse_args(["--no-bare-gc-freeze"]).bare_gc_freeze
+    runs = [
+        {"env": "bare", "sessions": 1, "steps_per_session": 1, "loads": 1, "rounds": 1,
+         "errors": 0, "mismatches": 0, "steps_per_s": 100.0, "all_steps_per_s": [100],
+         "p50_ms": 1.0, "p99_ms": 2.0, "speed_vs_bare": 1.0, "p99_vs_bare": 1.0,
+         "meets_target": True, "env_us_per_step": 1.0}
+    ]  # fmt: skip
+    assert "so does the bare server in this run (like for like" in markdown(runs, "cmd")
+    assert "keeps OpenEnv's default in this run" in markdown(runs, "cmd", bare_gc_freeze=False)
 
 
 def test_scripts_time_only_the_environment_and_the_budget_follows_the_bare_speed():
