@@ -83,8 +83,8 @@ def test_freezing_the_top_risk_scores_is_far_below_honest_play():
 
 
 def test_opening_features_keep_their_types_ranges_and_digits():
-    """The features are drawn as one numpy block: each keeps the type, range and rounding the
-    tools print (an int age and device count, rates to 3 digits, amounts to cents)."""
+    """Each opening feature has the type, range and rounding the tools print (an int age and
+    device count, rates to 3 digits, amounts to cents), whatever the draws."""
     env, bounds = FraudEnvironment(), {"refund_rate": 0.9, "night_share": 0.95}
     for seed in range(60):
         for account in env.reset(seed=seed, task="defender").result["accounts"]:

@@ -6,6 +6,7 @@ import pytest
 
 from env.fraud.environment import DEFENDER_TOOLS, FRAUDSTER_TOOLS, FraudEnvironment
 from env.fraud.policies import POLICIES
+from env.fraud.txns import txn_id
 from env.rollout import play
 
 from conftest import call
@@ -213,3 +214,25 @@ def test_the_other_side_is_pluggable():
     env.set_opponent(None)
     env.reset(seed=seed, task="fraudster")
     assert type(env.opponent).__name__ == "ScriptedDefender"
+
+
+def test_ids_follow_their_positions_past_the_preformatted_tables():
+    """Users, home devices, merchants and transactions are named by position (``U07``, ``D016``,
+    ``M3``, ``T0042``); the names are formatted once per process, and a world or an episode
+    larger than those tables names the rest the same way."""
+    env = FraudEnvironment(min_users=120, max_users=120, min_merchants=2, max_merchants=2)
+    env.reset(seed=3, task="defender")
+    ids = list(env.world.accounts)
+    assert ids[:2] == ["U01", "U02"] and ids[98:101] == ["U99", "U100", "U101"]
+    assert ids[-1] == "U120" and list(env.world.merchants) == ["M1", "M2"]
+    accounts = list(env.world.accounts.values())
+    at_home = [a for k, a in enumerate(accounts) if a.device == f"D{k + 10:03d}"]
+    assert len(at_home) >= 90, "most accounts keep their own home device, D010 to D129"
+    others = {a.device for a in accounts} - {a.device for a in at_home}
+    assert all(len(d) == 4 and d[0] == "D" for d in others), others  # ring or shared devices
+    for _ in range(6):
+        step(env, "do_nothing")
+    txns = env.world.txns
+    assert [t.id for t in txns] == [f"T{k:04d}" for k in range(1, len(txns) + 1)]
+    assert env.engine.find_txn(txns[-1].id) is txns[-1]
+    assert [txn_id(k) for k in (7, 9999, 10000, 123456)] == ["T0007", "T9999", "T10000", "T123456"]
