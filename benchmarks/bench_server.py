@@ -420,12 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         envs, args.sessions, args.steps, args.rounds, args.loads, args.bare_gc_freeze
     )
     command = "python benchmarks/bench_server.py " + " ".join(argv or sys.argv[1:])
-    text = markdown(runs, command.strip(), args.bare_gc_freeze)
-    sys.stdout.write(text + "\n")
-    if not args.no_write:
-        from benchmarks.results import write_section
+    from benchmarks.results import publish
 
-        write_section("bench_server", text)
+    publish("bench_server", markdown(runs, command.strip(), args.bare_gc_freeze), not args.no_write)
     return 0 if all(r["errors"] == 0 and r["mismatches"] == 0 for r in runs) else 1
 
 

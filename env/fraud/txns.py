@@ -9,16 +9,10 @@ pending ones lie after a watermark. Ids are ``T`` + the list position, so a look
 
 from __future__ import annotations
 
-from env.fraud.world import Txn, World
+from env.fraud.world import Names, Txn, World
 
-_TXN_IDS: list[str] = ["T0000"]  # _TXN_IDS[n] == f"T{n:04d}", grown on demand, shared
-
-
-def txn_id(n: int) -> str:
-    """The id of the n-th transaction, formatted once per process (a tick makes several)."""
-    if n >= len(_TXN_IDS):
-        _TXN_IDS.extend(f"T{k:04d}" for k in range(len(_TXN_IDS), 2 * n + 64))
-    return _TXN_IDS[n]
+txn_id = Names(lambda n: f"T{n:04d}").__getitem__
+"""``txn_id(n)``: the id of the n-th transaction (a tick makes several), formatted once."""
 
 
 class TxnBook:

@@ -112,20 +112,29 @@ class World:
 _CATEGORIES = ("electronics", "grocery", "travel", "gaming", "fashion", "marketplace", "fuel")
 
 
-class _Names:
-    """The k-th name of a kind (``U01``, ``D010``, ``M1``), formatted once for the first 100: a
-    reset would otherwise format dozens; a config asking for more gets the rest made fresh."""
+class Names:
+    """The k-th name of a kind (``U01``, ``D010``, ``M1``, ``T0042``), each formatted once per
+    process and kept in a table that grows on demand: every reset and tick names dozens by
+    position, and a lookup costs a fraction of formatting."""
 
     def __init__(self, make: Callable[[int], str]) -> None:
-        self.make, self.table = make, tuple(make(k) for k in range(100))
+        self.make, self.table = make, [make(0)]
+
+    def __getitem__(self, k: int) -> str:
+        table = self.table
+        if k >= len(table):
+            table.extend(self.make(j) for j in range(len(table), 2 * k + 64))
+        return table[k]
 
     def first(self, n: int) -> list[str]:
-        return [*self.table[:n], *(self.make(k) for k in range(len(self.table), n))]
+        if n > 0:
+            self[n - 1]  # grows the table to at least n names
+        return self.table[:n]
 
 
-_USER_IDS = _Names(lambda k: f"U{k + 1:02d}")
-_HOME_DEVICES = _Names(lambda k: f"D{k + 10:03d}")
-_MERCHANT_IDS = _Names(lambda k: f"M{k + 1}")
+_USER_IDS = Names(lambda k: f"U{k + 1:02d}")
+_HOME_DEVICES = Names(lambda k: f"D{k + 10:03d}")
+_MERCHANT_IDS = Names(lambda k: f"M{k + 1}")
 
 
 def _account(rng: random.Random, uid: str, shift: float, device: str) -> Account:
