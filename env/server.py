@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import logging
 import os
@@ -50,6 +51,14 @@ MAX_HISTORY = 1000
 
 class ServedMixin:
     """What serving adds to an environment: MCP tools, metadata and replaying HTTP ``/step``."""
+
+    # OpenEnv builds and closes each session's environment in an executor, by default a new
+    # one-thread pool per session: a thread started and stopped for every WebSocket session, a
+    # large share of a server's CPU when sessions are short (bench_server, RESULTS.md). Our
+    # environments are plain Python objects with no thread affinity, so every session uses
+    # OpenEnv's one shared worker instead (what this flag asks of OpenEnv); resets and steps
+    # run on the event loop anyway (below).
+    REQUIRES_SINGLE_THREAD_EXECUTOR = True
 
     @property
     def mcp_server(self) -> McpTools:
@@ -169,10 +178,8 @@ def create_env_app(
     if config:
         cls.config_class(**config)  # fail now, with the config's own message
 
-    def factory() -> ToolEnvironment:
-        return served(**config)
-
-    factory.__name__ = cls.__name__
+    factory = functools.partial(served, **config)  # OpenEnv reads the flag above through it
+    factory.__name__ = cls.__name__  # type: ignore[attr-defined]  # its error messages name it
     app = create_fastapi_app(
         factory,
         ToolCallAction,

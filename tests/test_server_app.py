@@ -330,3 +330,31 @@ def test_server_freezes_its_startup_heap_before_serving(entry: str) -> None:
     frozen, walked = map(int, out.stdout.split())
     assert frozen > 50_000  # FastAPI, pydantic, OpenEnv and the environment's own modules
     assert walked < frozen // 20
+
+
+def test_sessions_share_one_worker_thread_instead_of_starting_one_each() -> None:
+    """OpenEnv builds and closes each session's environment in an executor, by default a new
+    one-thread pool (a new thread) per session; our environments have no thread affinity, so the
+    served class asks for OpenEnv's one shared executor: opening sessions starts no threads."""
+    import threading
+
+    from env.server import served_class
+
+    assert served_class(VaultEnv).REQUIRES_SINGLE_THREAD_EXECUTOR
+    with serve(VaultEnv, max_concurrent_envs=8) as url:
+        ws_url = url.replace("http", "ws") + "/ws"
+        before = {t.ident for t in threading.enumerate()}
+        # the server's worker threads (the clients' sockets run threads of their own)
+        workers = lambda: {  # noqa: E731
+            t.ident for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")
+        }
+        sockets = [connect(ws_url) for _ in range(6)]
+        try:
+            for i, ws in enumerate(sockets):
+                ws.send(json.dumps({"type": "reset", "data": {"seed": i, "task": "small"}}))
+                assert json.loads(ws.recv())["type"] == "observation"
+            started = workers() - before
+        finally:
+            for ws in sockets:
+                ws.close()
+    assert len(started) <= 1, started
