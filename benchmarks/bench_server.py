@@ -7,7 +7,8 @@ schema-driven random player (valid tools, ids taken from what the session has se
 first in-process to record the expected observations; every remote observation must equal its
 in-process twin byte for byte, so one session receiving another's result (cross-talk) or any
 error shows up. Per-step latency (send to receive) gives p50/p99; steps per second is the total
-over the wall time of the stepping phase.
+over the wall time of the stepping phase. The CPU time of the server process and of the client
+process over the load, per step, says which of the two sets the pace on a shared machine.
 
 The same load also goes to a bare OpenEnv server (``benchmarks/trivial_env.py``: an echo
 environment on OpenEnv's own app), in the same run, so each environment's figures read as a
@@ -35,6 +36,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from env.base import ToolCallAction, ToolEnvironment, ToolObservation, ToolSpec
 from env.registry import env_class, names
@@ -263,19 +266,30 @@ def bench(
     proc = start_server(env_name, port, sessions, bare_gc_freeze)
     try:
         wait_healthy(url, proc)
+        server = psutil.Process(proc.pid)
+        server_cpu, client_cpu = _cpu_s(server), time.process_time()
         figures = asyncio.run(load(url.replace("http", "ws") + "/ws", scripts, loads))
+        server_cpu, client_cpu = _cpu_s(server) - server_cpu, time.process_time() - client_cpu
     finally:
         proc.terminate()
         proc.wait(timeout=15)
-    env_us = 1e6 * loads * sum(s.env_s for s in scripts) / max(1, figures["steps"])
+    per_step = 1e6 / max(1, figures["steps"])
     return {
         "env": name,
         "sessions": sessions,
         "steps_per_session": steps,
         "loads": loads,
-        "env_us_per_step": env_us,
+        "env_us_per_step": per_step * loads * sum(s.env_s for s in scripts),
+        "server_cpu_us_per_step": per_step * server_cpu,
+        "client_cpu_us_per_step": per_step * client_cpu,
         **figures,
     }
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    """A process's CPU seconds so far (user + system)."""
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def bench_rounds(
@@ -309,7 +323,14 @@ def bench_rounds(
                 "mismatches": sum(r["mismatches"] for r in rows),
                 **{
                     key: statistics.median(r[key] for r in rows)
-                    for key in ("steps_per_s", "p50_ms", "p99_ms", "env_us_per_step")
+                    for key in (
+                        "steps_per_s",
+                        "p50_ms",
+                        "p99_ms",
+                        "env_us_per_step",
+                        "server_cpu_us_per_step",
+                        "client_cpu_us_per_step",
+                    )
                 },
                 "all_steps_per_s": [round(r["steps_per_s"]) for r in rows],
             }
@@ -346,7 +367,10 @@ def budget_note(bare: dict[str, Any]) -> str:
         "this load, timed while the scripts are played in-process (no sockets, threads or "
         f"JSON). The bare server's {bare['steps_per_s']:.0f} steps/s is "
         f"{1e6 / bare['steps_per_s']:.0f} µs of wall time per step, so 0.9x of it leaves an "
-        f"environment about {env_budget_us(bare):.0f} µs per step of its own work."
+        f"environment about {env_budget_us(bare):.0f} µs per step of its own work. "
+        "`server CPU µs/step`: the server process's CPU time (user + system) over the load, per "
+        "step; when it is close to the wall time per step, the server, not the client, sets the "
+        "pace. `client CPU µs/step`: the same for the one client process playing every session."
     )
 
 
@@ -375,8 +399,8 @@ def markdown(runs: list[dict[str, Any]], command: str, bare_gc_freeze: bool = Tr
         "",
         "| env | sessions x steps x loads x rounds | errors | cross-talk mismatches "
         "| steps/s (each round) | p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target "
-        "| env µs/step in-process |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| env µs/step in-process | server CPU µs/step | client CPU µs/step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         each = ", ".join(str(v) for v in r["all_steps_per_s"])
@@ -386,7 +410,8 @@ def markdown(runs: list[dict[str, Any]], command: str, bare_gc_freeze: bool = Tr
             f"{r['rounds']} | "
             f"{r['errors']} | {r['mismatches']} | {r['steps_per_s']:.0f} ({each}) | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['speed_vs_bare']:.2f}x | "
-            f"{r['p99_vs_bare']:.2f}x | {target} | {r['env_us_per_step']:.1f} |"
+            f"{r['p99_vs_bare']:.2f}x | {target} | {r['env_us_per_step']:.1f} | "
+            f"{r['server_cpu_us_per_step']:.0f} | {r['client_cpu_us_per_step']:.0f} |"
         )
     lines += ["", budget_note(runs[0]), "", f"Measured on {machine()}."]
     return "\n".join(lines)

@@ -62,6 +62,9 @@ def test_rounds_report_medians_and_ratios_to_the_bare_server(bare_gc_freeze: boo
     assert len(bare["all_steps_per_s"]) == 2 and bare["errors"] == bare["mismatches"] == 0
     assert bare["speed_vs_bare"] == 1.0 and bare["p99_vs_bare"] == 1.0
     assert bare["env_us_per_step"] > 0  # the echo env's own time, played in-process
+    # both processes' CPU over the load, per step: some, and far less than a second
+    assert 0 < bare["server_cpu_us_per_step"] < 1e6
+    assert 0 < bare["client_cpu_us_per_step"] < 1e6
 
 
 def test_the_bare_server_freezes_like_ours_unless_asked_and_the_table_says_which():
@@ -71,10 +74,12 @@ def test_the_bare_server_freezes_like_ours_unless_asked_and_the_table_says_which
         {"env": "bare", "sessions": 1, "steps_per_session": 1, "loads": 1, "rounds": 1,
          "errors": 0, "mismatches": 0, "steps_per_s": 100.0, "all_steps_per_s": [100],
          "p50_ms": 1.0, "p99_ms": 2.0, "speed_vs_bare": 1.0, "p99_vs_bare": 1.0,
-         "meets_target": True, "env_us_per_step": 1.0}
+         "meets_target": True, "env_us_per_step": 1.0, "server_cpu_us_per_step": 300.0,
+         "client_cpu_us_per_step": 150.0}
     ]  # fmt: skip
     assert "so does the bare server in this run (like for like" in markdown(runs, "cmd")
     assert "keeps OpenEnv's default in this run" in markdown(runs, "cmd", bare_gc_freeze=False)
+    assert "| 1.0 | 300 | 150 |" in markdown(runs, "cmd")
 
 
 def test_scripts_time_only_the_environment_and_the_budget_follows_the_bare_speed():
