@@ -221,14 +221,22 @@ async def load(url: str, scripts: list[Script], repeats: int = 1) -> dict[str, A
 
 BARE = "bare"
 """The ``--env`` name of the bare OpenEnv baseline (``benchmarks/trivial_env.py``)."""
+BARE_LIKE_OURS = "bare_like_ours"
+"""The same echo environment served as ``env.server`` serves ours (``trivial_env --like-ours``):
+one shared worker thread, reset and step on the event loop, the startup heap frozen. Against it
+an environment server's ratio is the cost of its environment alone."""
+BARES = (BARE, BARE_LIKE_OURS)
 
 
 def start_server(
     env_name: str, port: int, sessions: int, bare_gc_freeze: bool = True
 ) -> subprocess.Popen:
-    if env_name == BARE:
+    if env_name in BARES:
         cmd = [sys.executable, "-m", "benchmarks.trivial_env", "--port", str(port)]
-        cmd += ["--gc-freeze"] if bare_gc_freeze else []
+        if env_name == BARE_LIKE_OURS:
+            cmd += ["--like-ours", "--gc-freeze"]
+        elif bare_gc_freeze:
+            cmd += ["--gc-freeze"]
     else:
         cmd = [sys.executable, "-m", "env.server", "--env", env_name, "--port", str(port)]
     cmd += ["--max-concurrent-envs", str(sessions), "--log-level", "warning"]
@@ -256,8 +264,8 @@ def bench(
     env_name: str, sessions: int, steps: int, loads: int = 1, bare_gc_freeze: bool = True
 ) -> dict[str, Any]:
     """Start a server, run the load ``loads`` times, stop it; returns the figures."""
-    if env_name == BARE:
-        name, scripts = BARE, [echo_script(i, steps) for i in range(sessions)]
+    if env_name in BARES:
+        name, scripts = env_name, [echo_script(i, steps) for i in range(sessions)]
     else:
         cls = env_class(env_name) if ":" not in env_name else _import(env_name)
         name, scripts = cls.name, [build_script(cls, i, steps) for i in range(sessions)]
@@ -299,14 +307,19 @@ def bench_rounds(
     rounds: int,
     loads: int = 1,
     bare_gc_freeze: bool = True,
+    like_ours: bool = True,
 ) -> list[dict[str, Any]]:
     """Each server (the bare baseline first) once per round, in turn, playing the load ``loads``
     times; per server the median steps/s and p99 over the rounds, the summed errors and
     mismatches, and the ratios to bare. ``bare_gc_freeze`` (the default) gives the bare server
     the startup heap freeze our servers do (``env.server.freeze_startup_heap``), so that the
     ratios compare like for like: unfrozen, its one or two full collections per start (110-140
-    ms each) flatter every ratio, and more the slower the machine runs."""
-    order = [BARE, *(e for e in envs if e != BARE)]
+    ms each) flatter every ratio, and more the slower the machine runs. ``like_ours`` (the
+    default) also runs ``BARE_LIKE_OURS`` and gives every server its ratio to it: the bare server
+    keeps OpenEnv's thread per session and thread hop per message, which ours skip, so only the
+    second ratio is the environment's own cost."""
+    baselines = [BARE, BARE_LIKE_OURS] if like_ours else [BARE]
+    order = [*baselines, *(e for e in envs if e not in BARES)]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
     for _ in range(rounds):
         for name in order:
@@ -336,8 +349,12 @@ def bench_rounds(
             }
         )
     bare = merged[0]
+    like = merged[1] if like_ours else None
     for run in merged:
         run["speed_vs_bare"] = run["steps_per_s"] / bare["steps_per_s"]
+        run["speed_vs_like_ours"] = (
+            None if like is None else run["steps_per_s"] / like["steps_per_s"]
+        )
         run["p99_vs_bare"] = run["p99_ms"] / bare["p99_ms"]
         run["meets_target"] = (
             run["speed_vs_bare"] >= SPEED_TARGET and run["p99_vs_bare"] <= P99_TARGET
@@ -395,23 +412,35 @@ def markdown(runs: list[dict[str, Any]], command: str, bare_gc_freeze: bool = Tr
             if bare_gc_freeze
             else "the bare server keeps OpenEnv's default in this run (`--no-bare-gc-freeze`), "
             "whose full collections of its startup heap flatter every ratio."
+        )
+        + (
+            " `bare_like_ours`: the same echo environment served as `env.server` serves ours "
+            "(OpenEnv's one shared worker thread instead of a thread per session, reset and step "
+            "on the event loop instead of a thread hop per message, startup heap frozen); the last "
+            "column is each server's steps/s over its steps/s, the cost of the environment alone "
+            "(the target is read against `bare`, OpenEnv's default serving)."
+            if any(r["env"] == BARE_LIKE_OURS for r in runs)
+            else ""
         ),
         "",
         "| env | sessions x steps x loads x rounds | errors | cross-talk mismatches "
         "| steps/s (each round) | p50 ms | p99 ms | steps/s vs bare | p99 vs bare | target "
-        "| env µs/step in-process | server CPU µs/step | client CPU µs/step |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| env µs/step in-process | server CPU µs/step | client CPU µs/step "
+        "| steps/s vs bare served like ours |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         each = ", ".join(str(v) for v in r["all_steps_per_s"])
-        target = "baseline" if r["env"] == BARE else ("met" if r["meets_target"] else "NOT met")
+        target = "baseline" if r["env"] in BARES else ("met" if r["meets_target"] else "NOT met")
+        like = r.get("speed_vs_like_ours")
         lines.append(
             f"| {r['env']} | {r['sessions']} x {r['steps_per_session']} x {r['loads']} x "
             f"{r['rounds']} | "
             f"{r['errors']} | {r['mismatches']} | {r['steps_per_s']:.0f} ({each}) | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['speed_vs_bare']:.2f}x | "
             f"{r['p99_vs_bare']:.2f}x | {target} | {r['env_us_per_step']:.1f} | "
-            f"{r['server_cpu_us_per_step']:.0f} | {r['client_cpu_us_per_step']:.0f} |"
+            f"{r['server_cpu_us_per_step']:.0f} | {r['client_cpu_us_per_step']:.0f} | "
+            f"{'-' if like is None else f'{like:.2f}x'} |"
         )
     lines += ["", budget_note(runs[0]), "", f"Measured on {machine()}."]
     return "\n".join(lines)
@@ -433,6 +462,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the bare server freezes its startup heap as ours do (the default: like for like); "
         "--no-bare-gc-freeze keeps OpenEnv's default",
     )
+    parser.add_argument(
+        "--like-ours-baseline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the echo environment served as ours are (bare_like_ours) and give each "
+        "server's ratio to it: the environment's own cost",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     return parser
 
@@ -442,7 +478,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     envs = args.env or [n for n in names() if _imports(n)]
     runs = bench_rounds(
-        envs, args.sessions, args.steps, args.rounds, args.loads, args.bare_gc_freeze
+        envs,
+        args.sessions,
+        args.steps,
+        args.rounds,
+        args.loads,
+        args.bare_gc_freeze,
+        args.like_ours_baseline,
     )
     command = "python benchmarks/bench_server.py " + " ".join(argv or sys.argv[1:])
     from benchmarks.results import publish

@@ -4,6 +4,9 @@ An echo environment (each step returns the message it was sent, no world, no too
 OpenEnv's ``create_fastapi_app`` and uvicorn with the settings ``env.server`` uses. Whatever this
 server spends per step is OpenEnv's and uvicorn's overhead, so an environment server measured in
 the same run is compared with the fastest server OpenEnv can be (issue 25: >= 0.9x its steps/s).
+With ``--like-ours`` the echo environment is served as ``env.server`` serves ours (one shared
+worker thread, reset and step on the event loop): the baseline for the cost of an environment
+alone, since the serving path is then the same on both sides.
 
     python -m benchmarks.trivial_env --port 8000
 """
@@ -59,10 +62,32 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
         return self._state
 
 
-def create_app(max_concurrent_envs: int = 64, session_timeout_s: float = 600.0) -> Any:
-    """OpenEnv's app for the echo environment, concurrency as ``env.server`` configures it."""
+class EchoServedLikeOurs(EchoEnvironment):
+    """The echo environment served the way ``env.server`` serves ours: sessions share OpenEnv's
+    one worker thread, and reset and step run on the event loop (no thread hop per message).
+    What this server spends per step is OpenEnv's and uvicorn's protocol work alone, so an
+    environment server's ratio to it is the cost of the environment itself."""
+
+    REQUIRES_SINGLE_THREAD_EXECUTOR = True
+
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+    async def step_async(
+        self, action: EchoAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        return self.step(action, timeout_s=timeout_s, **kwargs)
+
+
+def create_app(
+    max_concurrent_envs: int = 64, session_timeout_s: float = 600.0, like_ours: bool = False
+) -> Any:
+    """OpenEnv's app for the echo environment, concurrency as ``env.server`` configures it;
+    ``like_ours`` serves it as ``env.server`` serves ours (``EchoServedLikeOurs``)."""
     return create_fastapi_app(
-        EchoEnvironment,
+        EchoServedLikeOurs if like_ours else EchoEnvironment,
         EchoAction,
         EchoObservation,
         concurrency_config=ConcurrencyConfig(
@@ -85,8 +110,14 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="freeze the startup heap as env.server does (not OpenEnv's default)",
     )
+    parser.add_argument(
+        "--like-ours",
+        action="store_true",
+        help="serve the echo environment as env.server serves ours: one shared worker thread, "
+        "reset and step on the event loop (not OpenEnv's default)",
+    )
     args = parser.parse_args(argv)
-    app = create_app(args.max_concurrent_envs)
+    app = create_app(args.max_concurrent_envs, like_ours=args.like_ours)
     if args.gc_freeze:
         freeze_startup_heap()
     uvicorn.run(

@@ -54,13 +54,20 @@ def test_bare_baseline_echoes_every_session_without_cross_talk():
 @pytest.mark.parametrize("bare_gc_freeze", [False, True])
 def test_rounds_report_medians_and_ratios_to_the_bare_server(bare_gc_freeze: bool):
     runs = bench_rounds(
-        ["bare"], sessions=3, steps=4, rounds=2, loads=2, bare_gc_freeze=bare_gc_freeze
+        ["bare"],
+        sessions=3,
+        steps=4,
+        rounds=2,
+        loads=2,
+        bare_gc_freeze=bare_gc_freeze,
+        like_ours=False,
     )
     assert [r["env"] for r in runs] == ["bare"]
     (bare,) = runs
     assert bare["rounds"] == 2 and bare["loads"] == 2 and bare["steps"] == 2 * 2 * 3 * 4
     assert len(bare["all_steps_per_s"]) == 2 and bare["errors"] == bare["mismatches"] == 0
     assert bare["speed_vs_bare"] == 1.0 and bare["p99_vs_bare"] == 1.0
+    assert bare["speed_vs_like_ours"] is None  # no like-ours baseline in this run
     assert bare["env_us_per_step"] > 0  # the echo env's own time, played in-process
     # both processes' CPU over the load, per step: some, and far less than a second
     assert 0 < bare["server_cpu_us_per_step"] < 1e6
@@ -80,6 +87,34 @@ def test_the_bare_server_freezes_like_ours_unless_asked_and_the_table_says_which
     assert "so does the bare server in this run (like for like" in markdown(runs, "cmd")
     assert "keeps OpenEnv's default in this run" in markdown(runs, "cmd", bare_gc_freeze=False)
     assert "| 1.0 | 300 | 150 |" in markdown(runs, "cmd")
+
+
+def test_the_like_ours_baseline_serves_echo_as_ours_do_and_every_server_gets_its_ratio():
+    """``bare_like_ours`` is the echo environment on the serving path of ``env.server`` (one
+    shared worker, reset and step on the loop, frozen heap); each server's ratio to it is the
+    environment's own cost, beside the ratio to OpenEnv's default that the target reads."""
+    from openenv.core.env_server._utils import overrides_method
+    from openenv.core.env_server.interfaces import Environment
+
+    from benchmarks.trivial_env import EchoEnvironment, EchoServedLikeOurs
+
+    like = EchoServedLikeOurs()
+    assert EchoServedLikeOurs.REQUIRES_SINGLE_THREAD_EXECUTOR
+    assert not getattr(EchoEnvironment, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
+    assert overrides_method(like.step_async, Environment.step_async)
+    assert overrides_method(like.reset_async, Environment.reset_async)
+    assert not overrides_method(EchoEnvironment().step_async, Environment.step_async)
+
+    runs = bench_rounds([], sessions=2, steps=3, rounds=1)
+    bare, like_ours = runs
+    assert (bare["env"], like_ours["env"]) == ("bare", "bare_like_ours")
+    assert like_ours["errors"] == like_ours["mismatches"] == 0 and like_ours["steps"] == 6
+    assert like_ours["speed_vs_like_ours"] == 1.0
+    assert bare["speed_vs_like_ours"] == bare["steps_per_s"] / like_ours["steps_per_s"]
+    text = markdown(runs, "cmd")
+    assert "`bare_like_ours`: the same echo environment" in text
+    row = next(line for line in text.splitlines() if line.startswith("| bare_like_ours |"))
+    assert "| baseline |" in row and row.endswith("| 1.00x |")
 
 
 def test_scripts_time_only_the_environment_and_the_budget_follows_the_bare_speed():
