@@ -340,14 +340,14 @@ def test_sessions_share_one_worker_thread_instead_of_starting_one_each() -> None
 
     from env.server import served_class
 
+    def workers() -> set[int | None]:
+        """The executors' threads alive now (the clients' sockets run threads of their own)."""
+        return {t.ident for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")}
+
     assert served_class(VaultEnv).REQUIRES_SINGLE_THREAD_EXECUTOR
     with serve(VaultEnv, max_concurrent_envs=8) as url:
         ws_url = url.replace("http", "ws") + "/ws"
-        before = {t.ident for t in threading.enumerate()}
-        # the server's worker threads (the clients' sockets run threads of their own)
-        workers = lambda: {  # noqa: E731
-            t.ident for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")
-        }
+        before = workers()
         sockets = [connect(ws_url) for _ in range(6)]
         try:
             for i, ws in enumerate(sockets):
