@@ -20,7 +20,7 @@ from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, State
 
-from env.server import UVICORN_SETTINGS, freeze_startup_heap
+from env.server import UVICORN_SETTINGS, LoopServed, freeze_startup_heap
 
 EPISODE_STEPS = 8
 """Steps per echo episode, so that the load resets as an environment's does."""
@@ -62,23 +62,12 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
         return self._state
 
 
-class EchoServedLikeOurs(EchoEnvironment):
-    """The echo environment served the way ``env.server`` serves ours: sessions share OpenEnv's
-    one worker thread, and reset and step run on the event loop (no thread hop per message).
-    What this server spends per step is OpenEnv's and uvicorn's protocol work alone, so an
-    environment server's ratio to it is the cost of the environment itself."""
-
-    REQUIRES_SINGLE_THREAD_EXECUTOR = True
-
-    async def reset_async(
-        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
-    ) -> EchoObservation:
-        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
-
-    async def step_async(
-        self, action: EchoAction, timeout_s: float | None = None, **kwargs: Any
-    ) -> EchoObservation:
-        return self.step(action, timeout_s=timeout_s, **kwargs)
+class EchoServedLikeOurs(LoopServed, EchoEnvironment):
+    """The echo environment served the way ``env.server`` serves ours (``LoopServed``: sessions
+    share OpenEnv's one worker thread, resets take turns and steps run on the event loop, no
+    thread hop per message). What this server spends per step is OpenEnv's and uvicorn's
+    protocol work alone, so an environment server's ratio to it is the cost of the environment
+    itself."""
 
 
 def create_app(

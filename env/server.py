@@ -36,6 +36,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
+from openenv.core import Environment, Observation
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 
@@ -49,8 +50,10 @@ WEB_DIR = Path(__file__).with_name("web")
 MAX_HISTORY = 1000
 
 
-class ServedMixin:
-    """What serving adds to an environment: MCP tools, metadata and replaying HTTP ``/step``."""
+class LoopServed:
+    """How this server runs any OpenEnv environment's sessions: one shared worker thread for
+    building and closing them, resets and steps on the event loop. Mixed into every served
+    environment (``ServedMixin``) and into bench_server's like-for-like echo baseline."""
 
     # OpenEnv builds and closes each session's environment in an executor, by default a new
     # one-thread pool per session: a thread started and stopped for every WebSocket session, a
@@ -59,6 +62,35 @@ class ServedMixin:
     # OpenEnv's one shared worker instead (what this flag asks of OpenEnv); resets and steps
     # run on the event loop anyway (below).
     REQUIRES_SINGLE_THREAD_EXECUTOR = True
+
+    # OpenEnv runs a synchronous reset or step in a thread pool, one hop per message. A step of
+    # ours is tens of microseconds of pure Python, so the hop costs more than the work and, under
+    # the GIL, buys no parallelism: OpenEnv awaits these overrides on the event loop instead. A
+    # reset is longer (a gang world up to ~2 ms), and 64 sessions resetting at once would hold
+    # every step behind all of them; so resets take turns (one per pass of the loop, steps served
+    # in between) and a step waits for one reset at most. In a thread each reset cost 2-3x its
+    # CPU (GIL hand-offs with the loop) and held steps up to 50 ms (benchmarks/RESULTS.md).
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task: str | None = None,
+        **kwargs: Any,
+    ) -> Observation:
+        env: Environment = self  # type: ignore[assignment]
+        async with _reset_turn():
+            await asyncio.sleep(0)  # the loop polls sockets and serves waiting steps first
+            return env.reset(seed=seed, episode_id=episode_id, task=task, **kwargs)
+
+    async def step_async(
+        self, action: Any, timeout_s: float | None = None, **kwargs: Any
+    ) -> Observation:
+        env: Environment = self  # type: ignore[assignment]
+        return env.step(action, timeout_s=timeout_s, **kwargs)
+
+
+class ServedMixin(LoopServed):
+    """What serving adds to an environment: MCP tools, metadata and replaying HTTP ``/step``."""
 
     @property
     def mcp_server(self) -> McpTools:
@@ -75,30 +107,6 @@ class ServedMixin:
             version="0.1.0",
             documentation_url="docs/SERVING.md",
         )
-
-    # OpenEnv runs a synchronous reset or step in a thread pool, one hop per message. A step of
-    # ours is tens of microseconds of pure Python, so the hop costs more than the work and, under
-    # the GIL, buys no parallelism: OpenEnv awaits these overrides on the event loop instead. A
-    # reset is longer (a gang world up to ~2 ms), and 64 sessions resetting at once would hold
-    # every step behind all of them; so resets take turns (one per pass of the loop, steps served
-    # in between) and a step waits for one reset at most. In a thread each reset cost 2-3x its
-    # CPU (GIL hand-offs with the loop) and held steps up to 50 ms (benchmarks/RESULTS.md).
-    async def reset_async(
-        self,
-        seed: int | None = None,
-        episode_id: str | None = None,
-        task: str | None = None,
-        **kwargs: Any,
-    ) -> ToolObservation:
-        env: ToolEnvironment = self  # type: ignore[assignment]
-        async with _reset_turn():
-            await asyncio.sleep(0)  # the loop polls sockets and serves waiting steps first
-            return env.reset(seed=seed, episode_id=episode_id, task=task, **kwargs)
-
-    async def step_async(
-        self, action: Any, timeout_s: float | None = None, **kwargs: Any
-    ) -> ToolObservation:
-        return self.step(action, timeout_s=timeout_s, **kwargs)
 
     def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> ToolObservation:
         """Run one call; a stateless caller passes ``task``, ``seed`` and ``history`` to replay."""
