@@ -183,17 +183,28 @@ def test_a_steps_run_trains_with_a_fixed_context(tmp_path: Path, monkeypatch) ->
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
     assert (tmp_path / "final/adapter_model.safetensors").exists()
     groups = [shape for shape in calls if shape[0] == 4]  # GRPO: one group of 4 per step
-    assert len(groups) >= 2 and len(calls) - len(groups) == 2  # SFT: 1 step of 2 single rows
-    # Every GRPO group read its prompt from the step's sampling; the SFT rows encoded their own.
+    # SFT: 1 step of 2 rows, one cut's two decisions (warmup.prompt_grouped), one encoding.
+    assert len(groups) >= 2 and [shape[0] for shape in calls if shape[0] != 4] == [2]
+    # Every GRPO group read its prompt from the step's sampling; the SFT pair encoded its own.
     assert [r for r, shape in zip(reused, calls, strict=True) if shape[0] == 4] == [True] * len(
         groups
     )
-    assert not any(r for r, shape in zip(reused, calls, strict=True) if shape[0] == 1)
+    assert not any(r for r, shape in zip(reused, calls, strict=True) if shape[0] == 2)
 
 
-def test_sft_loss_with_a_fixed_context_equals_the_full_completion_loss(batch: dict) -> None:
+def test_sft_loss_with_a_fixed_context_equals_the_full_completion_loss(
+    batch: dict, monkeypatch
+) -> None:
+    """Two examples with one prompt (a cut's two decisions): the loss is the full completion
+    loss, and the prompt is encoded once for both."""
+    import pipeline.decoding.batch_generation as decoding
     from pipeline.training.context_grad import context_sft_trainer
 
+    encodings = []
+    real = decoding.encode_prefix
+    monkeypatch.setattr(
+        decoding, "encode_prefix", lambda *a, **k: encodings.append(1) or real(*a, **k)
+    )
     ids = batch["ids"][:2]
     labels = ids.clone()
     labels[:, :PROMPT] = -100  # completion-only loss, as TRL's collator writes it
@@ -206,6 +217,7 @@ def test_sft_loss_with_a_fixed_context_equals_the_full_completion_loss(batch: di
         trainer = context_sft_trainer(object)
         fixed = trainer.compute_loss(None, batch["model"], {"input_ids": ids, "labels": labels})
     assert abs(full.item() - fixed.item()) < 1e-4, (full.item(), fixed.item())
+    assert len(encodings) == 1
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from env.registry import make
@@ -17,6 +18,7 @@ from pipeline.training.warmup import (
     blind_plan,
     heuristic_conversations,
     heuristic_examples,
+    prompt_grouped,
     sft_warmup,
     tokenize_conversations,
 )
@@ -217,3 +219,14 @@ def test_steps_warm_start_teaches_both_decisions_and_the_diagnostic_the_evidence
         assert {"close_alert" in coin, "close_alert" in other} == {True, False}
     again = blind_decision_examples(rows, "blind_decision")
     assert [e["completion"] for e in again] == [e["completion"] for e in blind]  # seeded coins
+
+    grouped = prompt_grouped(blind, seed=7)
+    prompts = [json.dumps(e["prompt"]) for e in grouped]
+    assert all(a == b for a, b in zip(prompts[::2], prompts[1::2], strict=True))  # pairs adjacent
+    assert sorted(json.dumps(e, sort_keys=True) for e in grouped) == sorted(
+        json.dumps(e, sort_keys=True) for e in blind
+    )  # every example kept, once
+    assert prompts != [json.dumps(e["prompt"]) for e in blind]  # the cuts come shuffled
+    assert [e["completion"] for e in prompt_grouped(blind, seed=7)] == [
+        e["completion"] for e in grouped
+    ]  # seeded

@@ -151,28 +151,42 @@ def context_grad_trainer(base: type, reuse_steps: int = 1) -> type:
 
 def context_sft_trainer(base: type) -> type:
     """A subclass of TRL's SFTTrainer ``base`` whose loss reads each example's prompt as fixed
-    context (the steps warm start: ~3k-token prompts, ~60-token replies)."""
+    context (the steps warm start: ~3k-token prompts, ~60-token replies). Examples of one batch
+    that share a prompt (a cut's two decisions, ``warmup.prompt_grouped``) share its encoding."""
     import torch
 
     class ContextSFTTrainer(base):  # type: ignore[misc, valid-type]
-        """SFTTrainer whose completion-only loss encodes each prompt once, without gradient."""
+        """SFTTrainer whose completion-only loss encodes each distinct prompt once, without
+        gradient, and runs that prompt's replies against the one encoding."""
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            total, count = 0.0, 0
+            replies: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}
             for ids, labels in zip(inputs["input_ids"], inputs["labels"], strict=True):
                 kept = (labels != -100).nonzero().flatten()
                 if len(kept) == 0:
                     continue
                 start, end = int(kept[0]), int(kept[-1]) + 1
-                reply = ids[start:end][None]
-                logits = context_logits(
-                    model, tuple(ids[:start].tolist()), reply, torch.ones_like(reply)
-                )
-                target = labels[start:end]
+                prompt = tuple(ids[:start].tolist())
+                replies.setdefault(prompt, []).append((ids[start:end], labels[start:end]))
+            total, count = 0.0, 0
+            for prompt, group in replies.items():
+                width = max(len(reply) for reply, _ in group)
+                tokens = torch.zeros(len(group), width, dtype=group[0][0].dtype)
+                targets = torch.full((len(group), width), -100, dtype=group[0][1].dtype)
+                mask = torch.zeros(len(group), width, dtype=torch.long)
+                for row, (reply, target) in enumerate(group):
+                    tokens[row, : len(reply)] = reply
+                    targets[row, : len(target)] = target
+                    mask[row, : len(reply)] = 1
+                device = group[0][0].device
+                logits = context_logits(model, prompt, tokens.to(device), mask.to(device))
                 total = total + torch.nn.functional.cross_entropy(
-                    logits[0], target, ignore_index=-100, reduction="sum"
+                    logits.reshape(-1, logits.shape[-1]),
+                    targets.to(device).reshape(-1),
+                    ignore_index=-100,
+                    reduction="sum",
                 )
-                count += int((target != -100).sum())
+                count += int((targets != -100).sum())
             loss = total / max(count, 1)
             return (loss, None) if return_outputs else loss
 

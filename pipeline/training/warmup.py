@@ -197,6 +197,22 @@ def blind_decision_examples(dataset: Any, policy: str = "blind_decision") -> Any
     return datasets.Dataset.from_list(rows, features=features)
 
 
+def prompt_grouped(examples: Any, seed: int) -> Any:
+    """``examples`` reordered so that rows with the same prompt are adjacent, the groups in a
+    seeded random order: read in this order, a batch of the steps warm start holds a cut's two
+    decisions together and the fixed-context loss encodes their prompt once
+    (``context_grad.context_sft_trainer``), half the encodings of a shuffled batch."""
+    import json
+    import random
+
+    groups: dict[str, list[int]] = {}
+    for index, prompt in enumerate(examples["prompt"]):
+        groups.setdefault(json.dumps(prompt, sort_keys=True), []).append(index)
+    order = list(groups.values())
+    random.Random(seed).shuffle(order)
+    return examples.select([index for group in order for index in group])
+
+
 def tokenize_conversations(conversations: list[dict[str, Any]], tokenizer: Any) -> Any:
     """``input_ids`` and ``assistant_masks`` of each conversation under the training chat template
     TRL's SFTTrainer would use; SFTTrainer turns the mask into labels (loss on the calls only)."""
@@ -244,7 +260,9 @@ def sft_warmup(
     if interactive:
         examples = tokenize_conversations(heuristic_conversations(dataset), tokenizer)
     elif cfg.data.mode == "steps":
-        examples = blind_decision_examples(dataset, steps_policy)
+        examples = prompt_grouped(
+            blind_decision_examples(dataset, steps_policy), cfg.training.get("seed", 42)
+        )
     else:
         examples = heuristic_examples(dataset).remove_columns("grade")
     rates = {"interactive": INTERACTIVE_SFT_LEARNING_RATE, "steps": STEPS_SFT_LEARNING_RATE}
@@ -266,6 +284,9 @@ def sft_warmup(
         run_name=sft_run_name(grpo_args),
         seed=t.get("seed", 42),
         completion_only_loss=not interactive,
+        # Steps examples come shuffled in prompt groups (``prompt_grouped``): kept in that order,
+        # a batch holds both decisions of each of its cuts, which share one prompt encoding.
+        train_sampling_strategy="sequential" if cfg.data.mode == "steps" else "random",
         # Interactive examples arrive tokenized; their assistant_masks column becomes the labels.
         assistant_only_loss=False,
         max_length=None,  # AML prompts are ~1.5k tokens (interactive ~2.4k): never cut them off
