@@ -230,3 +230,16 @@ def test_steps_warm_start_teaches_both_decisions_and_the_diagnostic_the_evidence
     assert [e["completion"] for e in prompt_grouped(blind, seed=7)] == [
         e["completion"] for e in grouped
     ]  # seeded
+
+
+def test_the_cpu_steps_reply_cap_holds_every_decision_reply_the_warm_start_and_reference_write():
+    """A filing cites every evidence id, so right replies at decision cuts run long (33-183
+    SmolLM2 tokens over 200 cuts): a cap below them cuts the right answer off undecided."""
+    cfg = load_config(ROOT / "configs/cpu_steps.yaml")
+    cap = cfg.training["max_completion_length"]
+    rows = build_dataset("aml", ["easy"], n=48, mode="steps", prompt_style="compact")
+    tokenizer = smollm2_tokenizer()
+    for policy in ("reference", "blind_decision"):
+        for example in blind_decision_examples(rows, policy):
+            reply = example["completion"][0]["content"]
+            assert len(tokenizer(reply)["input_ids"]) + 1 <= cap, (policy, reply)  # + end token
