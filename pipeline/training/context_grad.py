@@ -154,6 +154,7 @@ def context_sft_trainer(base: type) -> type:
     context (the steps warm start: ~3k-token prompts, ~60-token replies). Examples of one batch
     that share a prompt (a cut's two decisions, ``warmup.prompt_grouped``) share its encoding."""
     import torch
+    from torch.nn.utils.rnn import pad_sequence
 
     class ContextSFTTrainer(base):  # type: ignore[misc, valid-type]
         """SFTTrainer whose completion-only loss encodes each distinct prompt once, without
@@ -169,20 +170,14 @@ def context_sft_trainer(base: type) -> type:
                 prompt = tuple(ids[:start].tolist())
                 replies.setdefault(prompt, []).append((ids[start:end], labels[start:end]))
             total, count = 0.0, 0
-            for prompt, group in replies.items():
-                width = max(len(reply) for reply, _ in group)
-                tokens = torch.zeros(len(group), width, dtype=group[0][0].dtype)
-                targets = torch.full((len(group), width), -100, dtype=group[0][1].dtype)
-                mask = torch.zeros(len(group), width, dtype=torch.long)
-                for row, (reply, target) in enumerate(group):
-                    tokens[row, : len(reply)] = reply
-                    targets[row, : len(target)] = target
-                    mask[row, : len(reply)] = 1
-                device = group[0][0].device
-                logits = context_logits(model, prompt, tokens.to(device), mask.to(device))
+            for prompt, group in replies.items():  # right-padded replies, on their device
+                tokens = pad_sequence([reply for reply, _ in group], batch_first=True)
+                targets = pad_sequence([t for _, t in group], batch_first=True, padding_value=-100)
+                mask = pad_sequence([torch.ones_like(r) for r, _ in group], batch_first=True)
+                logits = context_logits(model, prompt, tokens, mask)
                 total = total + torch.nn.functional.cross_entropy(
                     logits.reshape(-1, logits.shape[-1]),
-                    targets.to(device).reshape(-1),
+                    targets.reshape(-1),
                     ignore_index=-100,
                     reduction="sum",
                 )
