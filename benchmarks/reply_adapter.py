@@ -1,0 +1,436 @@
+"""Diagnostic: can reward-driven updates of an adapter that acts only on the reply learn the decision?
+
+The steps learning runs (benchmarks/RESULTS.md, learning_cpu) give SmolLM2-135M ~24 GRPO steps on
+2 cores, and its LoRA drifts to one decision; yet a linear probe of the untrained model's middle
+layer reads the verdict of 92 of 100 held-out decision cuts (probe_decision), and the cases'
+gradients share one direction (cos 0.98, decision_gradients). Two things limit a CPU run: every
+step re-encodes 2-4k-token prompts (most of its time), and the few updates it affords go to the
+rate before the reading.
+
+This script tests a design that attacks both, before any pipeline change: an *activated* LoRA (the
+aLoRA of PEFT, arXiv 2504.12397) that acts only from the assistant turn on. The context is then
+read by the base model alone, so its KV cache is the same for the whole run: each decision-cut
+prompt is encoded once (cached on disk), and an update costs a forward and backward of the few
+reply tokens up to where ``file_sar`` and ``close_alert`` part. On that policy it runs GRPO on the
+decision: per train case a group of ``--group`` decisions sampled from the policy, each rewarded
+with the episode grade of the prefix + the reference's rest of the case for that decision (the
+environment's own grading; ``blind_decision`` references fill the other fields), advantages
+normalised within the group, loss ``-A log pi(decision)``. No label enters except through that
+reward. Variants:
+
+- ``adam``: the plain GRPO update, Adam.
+- ``adam_neutral``: the same, with the batch's update made orthogonal to the gradient of the
+  batch's mean log-odds (the rate) before Adam: what is left can only move cases apart.
+- ``adam_locked``: the rate's gradient projected out of Adam's actual step instead (Adam's
+  per-weight scaling turns an orthogonal gradient into a step that still moves the rate).
+
+``--warm-steps`` first trains on both decisions of every case equally, as the pipeline's
+decision-blind warm start does: it pulls each case's log-odds toward even, teaching no decision.
+
+Reported per variant: held-out decision accuracy (sign of the log-odds) and AUC along the run, the
+train cases' accuracy, seconds. Floors beside it: ``always_file``, the untrained policy.
+
+    OMP_NUM_THREADS=2 python benchmarks/reply_adapter.py --n-train 64 --n-eval 100 \\
+        --cache-dir /tmp/reply_kv --steps 48 --variants adam,adam_neutral
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("reply_adapter")
+INVOCATION = "<|im_start|>assistant\n"
+VARIANTS = ("adam", "adam_neutral", "adam_locked")
+
+
+def split_invocation(ids: list[int], invocation: list[int]) -> tuple[list[int], list[int]]:
+    """``ids`` cut before its last occurrence of ``invocation``: (context, invocation onward)."""
+    k = len(invocation)
+    for start in range(len(ids) - k, -1, -1):
+        if ids[start : start + k] == invocation:
+            return ids[:start], ids[start:]
+    raise ValueError("the prompt holds no assistant turn to activate the adapter at")
+
+
+def encode_context(model: Any, context: list[int]) -> list[tuple[Any, Any]]:
+    """The base model's KV cache of ``context`` (adapter off), per layer, stored in bfloat16."""
+    import torch
+
+    with torch.no_grad(), _adapter_off(model):
+        out = model(input_ids=torch.tensor([context]), use_cache=True)
+    cache = out.past_key_values
+    return [(layer.keys.bfloat16(), layer.values.bfloat16()) for layer in cache.layers]
+
+
+class _adapter_off:
+    """Context manager: a PEFT model's adapters disabled (a plain model: nothing to do)."""
+
+    def __init__(self, model: Any):
+        self.model = model
+        self.cm = model.disable_adapter() if hasattr(model, "disable_adapter") else None
+
+    def __enter__(self) -> None:
+        if self.cm is not None:
+            self.cm.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.cm is not None:
+            self.cm.__exit__(*exc)
+
+
+def tail_margin(model: Any, cache: list[tuple[Any, Any]], tail: list[int], close: int, file: int):
+    """``d = logit(close) - logit(file)`` after context + ``tail``, the adapter on the tail only."""
+    import torch
+    from transformers import DynamicCache
+
+    past = DynamicCache(ddp_cache_data=[(k.float(), v.float()) for k, v in cache])
+    logits = model(
+        input_ids=torch.tensor([tail]), past_key_values=past, use_cache=True, logits_to_keep=1
+    ).logits
+    return logits[0, -1, close].float() - logits[0, -1, file].float()
+
+
+def group_advantages(rewards: list[float]) -> list[float]:
+    """GRPO's advantages within one group: reward minus the group mean, over the group's std."""
+    mean = sum(rewards) / len(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1))
+    return [(r - mean) / (std + 1e-4) for r in rewards]
+
+
+def project_out(grads: list[Any], direction: list[Any]) -> list[Any]:
+    """``grads`` less their component along ``direction`` (both lists of per-parameter tensors)."""
+    dot = sum(float((g * d).sum()) for g, d in zip(grads, direction, strict=True))
+    norm = sum(float((d * d).sum()) for d in direction)
+    if norm == 0.0:
+        return grads
+    return [g - (dot / norm) * d for g, d in zip(grads, direction, strict=True)]
+
+
+def auc(scores: list[float], labels: list[int]) -> float:
+    """P(a positive outranks a negative), ties half: how well ``scores`` order the labels."""
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return float("nan")
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def branch_rewards(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Per row, the episode grade of its prefix + the rest of the case for each decision."""
+    import env as registry
+    from env.rollout import replay
+    from pipeline.data.steps import reference
+
+    aml, out = registry.make("aml"), []
+    for row in rows:
+        grades = {}
+        for side in ("blind_decision", "blind_decision_flipped"):
+            rest = reference(aml, row["task"], row["seed"], policy=side).rest(row["cut"])
+            decision = rest[-1].get("tool") or rest[-1].get("name")
+            calls = json.loads(row["prefix"]) + rest
+            grades[decision] = replay(aml, row["task"], row["seed"], calls).grade.total
+        out.append(grades)
+    return out
+
+
+def cached_contexts(
+    model: Any, tok: Any, rows: list[dict], split: str, cache_dir: Path
+) -> tuple[list[Any], list[list[int]], float]:
+    """Each row's base-model context cache (loaded from ``cache_dir`` when there) and tail ids."""
+    import torch
+
+    from benchmarks.probe_decision import prompt_texts
+
+    invocation = tok(INVOCATION, add_special_tokens=False)["input_ids"]
+    caches, tails, spent = [], [], 0.0
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    for i, (row, text) in enumerate(zip(rows, prompt_texts(tok, rows), strict=True)):
+        context, tail = split_invocation(
+            tok(text, add_special_tokens=False)["input_ids"], invocation
+        )
+        path = cache_dir / f"{split}-{row['seed']}-{len(context)}.pt"
+        if path.exists():
+            cache = torch.load(path)
+        else:
+            started = time.perf_counter()
+            cache = encode_context(model, context)
+            spent += time.perf_counter() - started
+            torch.save(cache, path)
+        caches.append(cache)
+        tails.append(tail)
+        if (i + 1) % 20 == 0:
+            logger.info("%s: %d/%d contexts (%.0f s encoding)", split, i + 1, len(rows), spent)
+    return caches, tails, spent
+
+
+def margins(model: Any, caches: list[Any], tails: list[list[int]], close: int, file: int):
+    import torch
+
+    with torch.no_grad():
+        return [
+            float(tail_margin(model, c, t, close, file)) for c, t in zip(caches, tails, strict=True)
+        ]
+
+
+def scores(d: list[float], verdicts: list[int]) -> dict[str, float]:
+    """Accuracy of the policy's likelier decision (d > 0: close) and AUC of -d for filing."""
+    right = [int((x > 0) == (not y)) for x, y in zip(d, verdicts, strict=True)]
+    return {
+        "accuracy": sum(right) / len(right),
+        "file_share": sum(x <= 0 for x in d) / len(d),
+        "auc": auc([-x for x in d], verdicts),
+        "right": right,
+    }
+
+
+def _batches(n_cases: int, size: int, rng: random.Random):
+    """Endless batches of case indices, each epoch a fresh seeded shuffle."""
+    order: list[int] = []
+    while True:
+        batch = []
+        for _ in range(size):
+            if not order:
+                order = list(range(n_cases))
+                rng.shuffle(order)
+            batch.append(order.pop())
+        yield batch
+
+
+def grpo_losses(model: Any, data: dict[str, Any], batch: list[int], group: int, gen: Any):
+    """The batch's GRPO loss on the decision (a sampled group per case, rewarded by the env's
+    grade) and its mean log-odds (the rate), both differentiable."""
+    import torch
+    from torch.nn.functional import logsigmoid
+
+    caches, tails = data["train"]
+    loss, rate = torch.zeros(()), torch.zeros(())
+    for i in batch:
+        d = tail_margin(model, caches[i], tails[i], data["close"], data["file"])
+        draws = (torch.rand(group, generator=gen) < torch.sigmoid(d.detach())).tolist()
+        grades = data["rewards"][i]
+        rewards = [grades["close_alert" if c else "file_sar"] for c in draws]
+        for c, a in zip(draws, group_advantages(rewards), strict=True):
+            loss = loss - a * (logsigmoid(d) if c else logsigmoid(-d)) / (len(batch) * group)
+        rate = rate + d / len(batch)
+    return loss, rate
+
+
+def blind_loss(model: Any, data: dict[str, Any], batch: list[int]):
+    """The decision-blind warm start's loss: both decisions of every case, equally (as the
+    pipeline's steps warm start teaches them): it moves each case's log-odds toward 0."""
+    from torch.nn.functional import logsigmoid
+
+    caches, tails = data["train"]
+    total = 0.0
+    for i in batch:
+        d = tail_margin(model, caches[i], tails[i], data["close"], data["file"])
+        total = total - (logsigmoid(d) + logsigmoid(-d)) / (2 * len(batch))
+    return total
+
+
+def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.Namespace):
+    """One GRPO run on the decision from a fresh adapter; held-out scores along the way.
+
+    ``*_neutral`` projects the rate's gradient out of the batch's gradient before the optimizer;
+    ``adam_locked`` projects it out of the optimizer's actual step (Adam's per-weight scaling
+    turns an orthogonal gradient into a step that still moves the rate)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from pipeline.training.config import LORA_TARGETS
+
+    torch.manual_seed(args.seed)
+    lora = LoraConfig(  # PEFT's activated LoRA: on from the assistant turn, so the cache holds
+        r=16,
+        lora_alpha=32,
+        target_modules=list(LORA_TARGETS),
+        alora_invocation_tokens=data["invocation"],
+        task_type="CAUSAL_LM",
+    )
+    model = get_peft_model(base, lora)
+    params = [p for n, p in model.named_parameters() if "lora_" in n]
+    optim = torch.optim.Adam(params, lr=args.lr)
+    close, file = data["close"], data["file"]
+    rng, gen = random.Random(args.seed), torch.Generator().manual_seed(args.seed)
+    batches = _batches(len(data["train"][0]), args.batch, rng)
+    curve, started = [], time.perf_counter()
+
+    def checkpoint(step: int) -> None:
+        held = scores(margins(model, *data["eval"], close, file), data["eval_verdicts"])
+        curve.append({"step": step, "seconds": round(time.perf_counter() - started, 1), **held})
+        logger.info(
+            "%s step %d: held-out acc %.3f auc %.3f file share %.2f",
+            variant,
+            step,
+            held["accuracy"],
+            held["auc"],
+            held["file_share"],
+        )
+
+    if args.warm_steps:
+        warm = torch.optim.Adam(params, lr=args.lr)
+        for _ in range(args.warm_steps):
+            blind_loss(model, data, next(batches)).backward()
+            warm.step()
+            warm.zero_grad(set_to_none=True)
+    checkpoint(0)
+    for step in range(1, args.steps + 1):
+        loss, rate = grpo_losses(model, data, next(batches), args.group, gen)
+        grads = list(torch.autograd.grad(loss, params, retain_graph=variant != "adam"))
+        rate_grad = list(torch.autograd.grad(rate, params)) if variant != "adam" else []
+        if variant == "adam_neutral":
+            grads = project_out(grads, rate_grad)
+        before = [p.detach().clone() for p in params] if variant == "adam_locked" else []
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        if before:
+            steps = project_out(
+                [p.detach() - b for p, b in zip(params, before, strict=True)], rate_grad
+            )
+            with torch.no_grad():
+                for p, b, u in zip(params, before, steps, strict=True):
+                    p.copy_(b + u)
+        if step % args.eval_every == 0 or step == args.steps:
+            checkpoint(step)
+    train = scores(margins(model, *data["train"], close, file), data["train_verdicts"])
+    base = model.unload()  # the base weights back, untouched, for the next variant
+    return {"curve": curve, "train": {k: v for k, v in train.items() if k != "right"}}, base
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.decision_gradients import parting_tokens
+    from benchmarks.probe_decision import decision_rows, untrained_backend
+    from pipeline.decoding.trainer_sampling import branch_openings
+
+    backend = untrained_backend()
+    tok, base = backend.tokenizer, backend.model
+    prefix, close, file = parting_tokens(branch_openings(tok, ["close_alert", "file_sar"]))
+    train, held = decision_rows(args.n_train, "train"), decision_rows(args.n_eval, "eval")
+    invocation = tok(INVOCATION, add_special_tokens=False)["input_ids"]
+    data: dict[str, Any] = {"close": close, "file": file, "invocation": invocation}
+    spent = 0.0
+    for split, rows in (("train", train), ("eval", held)):
+        caches, tails, seconds = cached_contexts(base, tok, rows, split, args.cache_dir)
+        data[split] = (caches, [t + prefix for t in tails])
+        data[f"{split}_verdicts"] = [r["verdict"] for r in rows]
+        spent += seconds
+    data["rewards"] = branch_rewards(train)
+    wrong_first = sum(
+        g["file_sar" if r["verdict"] else "close_alert"]
+        <= g["close_alert" if r["verdict"] else "file_sar"]
+        for g, r in zip(data["rewards"], train, strict=True)
+    )
+    verdicts = data["eval_verdicts"]
+    result: dict[str, Any] = {
+        "encoding_s": round(spent, 1),
+        "rewards_not_favouring_the_verdict": wrong_first,
+        "always_file": sum(verdicts) / len(verdicts),
+        "n_train": len(train),
+        "eval_verdicts": verdicts,
+        "variants": {},
+    }
+    for variant in args.variants.split(","):
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
+        result["variants"][variant], base = train_variant(variant, base, data, args)
+        print(json.dumps({variant: result["variants"][variant]["curve"][-1] | {"right": None}}))
+    return result
+
+
+def _interval(values: list[float], seed: int = 0) -> str:
+    from pipeline.evaluation.stats import bootstrap_interval
+
+    ci = bootstrap_interval(values, seed=seed)
+    return f"{ci['mean']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+
+
+def markdown(result: dict[str, Any], command: str) -> str:
+    """The section RESULTS.md keeps: each variant's held-out curve, its train fit, and its last
+    checkpoint against ``always_file`` paired over the same held-out cuts."""
+    from benchmarks.results import machine
+
+    verdicts = result["eval_verdicts"]
+    lines = [
+        "## reply_adapter (diagnostic): GRPO on the decision with an adapter active from the "
+        "assistant turn",
+        "",
+        f"Command: `{command}`. {result['n_train']} AML-easy train decision cuts, "
+        f"{len(verdicts)} held-out ones (file share {sum(verdicts) / len(verdicts):.2f}); "
+        f"untrained SmolLM2-135M-Instruct, PEFT activated LoRA r=16 on every linear layer; each "
+        f"context encoded once by the base model and kept on disk ({result['encoding_s']:.0f} s "
+        "of encoding in this run; contexts already on disk are loaded). A step: a group of decisions sampled per train case, each "
+        "rewarded with the episode grade of prefix + the rest of the case for it "
+        f"({result['rewards_not_favouring_the_verdict']} train cases where the wrong decision "
+        "grades at least as well). Step 0 is after the decision-blind warm start, if any.",
+        "",
+        "| variant | step | seconds | held-out acc. [95% CI] | AUC | file share |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, run in result["variants"].items():
+        for point in run["curve"]:
+            lines.append(
+                f"| {name} | {point['step']} | {point['seconds']:.0f} | "
+                f"{_interval([float(r) for r in point['right']])} | {point['auc']:.3f} | "
+                f"{point['file_share']:.2f} |"
+            )
+    lines += ["", "| variant | train acc. | train AUC | held-out acc. - always_file [95% CI] |"]
+    lines.append("|---|---|---|---|")
+    for name, run in result["variants"].items():
+        last = run["curve"][-1]["right"]
+        gain = [r - y for r, y in zip(last, verdicts, strict=True)]
+        lines.append(
+            f"| {name} | {run['train']['accuracy']:.3f} | {run['train']['auc']:.3f} | "
+            f"{_interval([float(g) for g in gain])} |"
+        )
+    lines += ["", f"always_file on the held-out cuts: {_interval([float(v) for v in verdicts])}."]
+    lines += ["", f"Measured on {result.get('measured') or machine()}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n-train", type=int, default=64)
+    parser.add_argument("--n-eval", type=int, default=100)
+    parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/reply_kv"))
+    parser.add_argument("--steps", type=int, default=48, help="GRPO updates per variant")
+    parser.add_argument("--batch", type=int, default=8, help="train cases per update")
+    parser.add_argument("--group", type=int, default=4, help="sampled decisions per case")
+    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--eval-every", type=int, default=8)
+    parser.add_argument(
+        "--warm-steps", type=int, default=0, help="decision-blind updates first (both decisions)"
+    )
+    parser.add_argument("--variants", default="adam,adam_neutral")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, help="JSON of every figure")
+    parser.add_argument("--render", type=Path, help="publish a saved --output JSON, run nothing")
+    parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from benchmarks.results import machine, publish
+
+    if args.render:
+        result = json.loads(args.render.read_text())
+    else:
+        result = run(args)
+        result["command"] = "python benchmarks/reply_adapter.py " + " ".join(argv or sys.argv[1:])
+        result["measured"] = machine()
+        if args.output:
+            args.output.write_text(json.dumps(result, indent=1))
+    publish("reply_adapter", markdown(result, result["command"]), write=not args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""benchmarks/reply_adapter.py: an adapter active from the assistant turn on, over a cached context."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks.reply_adapter import (
+    auc,
+    encode_context,
+    group_advantages,
+    project_out,
+    split_invocation,
+    tail_margin,
+)
+
+INVOCATION = [7, 8]
+
+
+def test_split_invocation_cuts_before_the_last_assistant_turn() -> None:
+    ids = [1, 7, 8, 3, 4, 7, 8, 9]
+    assert split_invocation(ids, INVOCATION) == ([1, 7, 8, 3, 4], [7, 8, 9])
+    with pytest.raises(ValueError, match="no assistant turn"):
+        split_invocation([1, 2, 3], INVOCATION)
+
+
+def test_group_advantages_are_zero_when_the_group_agrees_and_signed_when_it_parts() -> None:
+    assert group_advantages([0.3, 0.3, 0.3]) == [0.0, 0.0, 0.0]
+    right, wrong, also_right = group_advantages([0.9, 0.2, 0.9])
+    assert right == also_right > 0 > wrong
+    assert right + wrong + also_right == pytest.approx(0.0, abs=1e-6)
+
+
+def test_project_out_leaves_nothing_along_the_direction() -> None:
+    grads = [torch.tensor([3.0, 1.0]), torch.tensor([2.0])]
+    direction = [torch.tensor([1.0, 0.0]), torch.tensor([1.0])]
+    out = project_out(grads, direction)
+    assert sum(float((g * d).sum()) for g, d in zip(out, direction, strict=True)) == 0.0
+    assert torch.allclose(out[0], torch.tensor([0.5, 1.0]))
+    assert project_out(grads, [torch.zeros(2), torch.zeros(1)]) == grads
+
+
+def test_auc_counts_ordered_pairs_and_ties() -> None:
+    assert auc([0.9, 0.8, 0.1], [1, 1, 0]) == 1.0
+    assert auc([0.1, 0.9], [1, 0]) == 0.0
+    assert auc([0.5, 0.5], [1, 0]) == 0.5
+
+
+def _tiny_alora_model():
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=32,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    lora = LoraConfig(
+        r=4,
+        lora_alpha=8,
+        target_modules=["q_proj", "v_proj", "down_proj"],
+        alora_invocation_tokens=INVOCATION,
+        task_type="CAUSAL_LM",
+    )
+    model = get_peft_model(LlamaForCausalLM(config), lora).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)  # a trained adapter: it changes what the tail computes
+    return model
+
+
+def test_the_cached_context_path_is_peft_activated_lora() -> None:
+    """The base model's context cache + the adapter on the tail gives PEFT's own aLoRA forward
+    of the whole prompt: the cache never depends on the adapter, so one encoding serves a run."""
+    model = _tiny_alora_model()
+    ids = [1, 2, 3, 4, 5, 6, 9, 10, 11, 7, 8, 12, 13]
+    close, file = 20, 21
+    context, tail = split_invocation(ids, INVOCATION)
+    cache = encode_context(model, context)
+    with torch.no_grad():
+        cached = float(tail_margin(model, cache, tail, close, file))
+        logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        with model.disable_adapter():
+            base = model(input_ids=torch.tensor([ids])).logits[0, -1]
+    assert cached == pytest.approx(float(logits[close] - logits[file]), abs=0.02)  # bf16 cache
+    assert float((logits - base).abs().max()) > 0.1  # the adapter did act on the tail
+
+
+def _synthetic_cases(n: int, seed: int) -> tuple[list[list[int]], list[int]]:
+    """Prompts whose one telling token (3: a clean case, 4: a suspicious one) sits among noise."""
+    import random
+
+    rng = random.Random(seed)
+    prompts, verdicts = [], []
+    for _ in range(n):
+        verdict = rng.random() < 0.5
+        noise = [rng.randrange(10, 30) for _ in range(6)]
+        prompts.append([1, *noise[:3], 4 if verdict else 3, *noise[3:], *INVOCATION, 9])
+        verdicts.append(int(verdict))
+    return prompts, verdicts
+
+
+@pytest.mark.parametrize("variant", ["adam", "adam_neutral", "adam_locked"])
+def test_grpo_on_the_decision_learns_to_read_the_context_from_reward_alone(variant: str) -> None:
+    """Rewards that favour the decision the telling token calls for, and nothing else: the
+    adapter, active from the assistant turn only, learns to read the cached context (the order
+    of its log-odds, AUC; where it sets its threshold is the rate, which this toy leaves off:
+    accuracy is not asserted); the base model handed back is the one it was given."""
+    import argparse
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from benchmarks.reply_adapter import train_variant
+
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=32,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    ).eval()
+    weights = {k: v.clone() for k, v in base.state_dict().items()}
+    data: dict = {"close": 20, "file": 21, "invocation": INVOCATION}
+    for split, seed in (("train", 1), ("eval", 2)):
+        prompts, verdicts = _synthetic_cases(24, seed)
+        parts = [split_invocation(p, INVOCATION) for p in prompts]
+        data[split] = ([encode_context(base, c) for c, _ in parts], [t for _, t in parts])
+        data[f"{split}_verdicts"] = verdicts
+    data["rewards"] = [
+        {"file_sar": 0.9 if v else 0.1, "close_alert": 0.1 if v else 0.9}
+        for v in data["train_verdicts"]
+    ]
+    args = argparse.Namespace(
+        seed=0, lr=1e-2, batch=8, group=4, steps=60, eval_every=60, warm_steps=0
+    )
+    result, handed_back = train_variant(variant, base, data, args)
+    first, last = result["curve"][0], result["curve"][-1]
+    assert first["step"] == 0 and last["step"] == 60
+    assert last["auc"] > max(0.8, first["auc"] + 0.3)
+    assert result["train"]["auc"] > 0.8
+    assert all(torch.equal(weights[k], v) for k, v in handed_back.state_dict().items())
