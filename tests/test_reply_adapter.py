@@ -46,8 +46,8 @@ def test_auc_counts_ordered_pairs_and_ties() -> None:
     assert auc([0.5, 0.5], [1, 0]) == 0.5
 
 
-def _tiny_alora_model():
-    from peft import LoraConfig, get_peft_model
+def _tiny_llama() -> torch.nn.Module:
+    """A 2-layer Llama with random weights (seeded): vocabulary 32, grouped-query attention."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -59,6 +59,12 @@ def _tiny_alora_model():
         num_attention_heads=4,
         num_key_value_heads=2,
     )
+    return LlamaForCausalLM(config).eval()
+
+
+def _tiny_alora_model():
+    from peft import LoraConfig, get_peft_model
+
     lora = LoraConfig(
         r=4,
         lora_alpha=8,
@@ -66,7 +72,7 @@ def _tiny_alora_model():
         alora_invocation_tokens=INVOCATION,
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(LlamaForCausalLM(config), lora).eval()
+    model = get_peft_model(_tiny_llama(), lora).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
@@ -113,21 +119,9 @@ def test_grpo_on_the_decision_learns_to_read_the_context_from_reward_alone(varia
     accuracy is not asserted); the base model handed back is the one it was given."""
     import argparse
 
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from benchmarks.reply_adapter import train_variant
 
-    torch.manual_seed(0)
-    base = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=32,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-        )
-    ).eval()
+    base = _tiny_llama()
     weights = {k: v.clone() for k, v in base.state_dict().items()}
     data: dict = {"close": 20, "file": 21, "invocation": INVOCATION}
     for split, seed in (("train", 1), ("eval", 2)):
