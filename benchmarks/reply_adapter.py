@@ -43,6 +43,7 @@ import math
 import random
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -64,26 +65,11 @@ def encode_context(model: Any, context: list[int]) -> list[tuple[Any, Any]]:
     """The base model's KV cache of ``context`` (adapter off), per layer, stored in bfloat16."""
     import torch
 
-    with torch.no_grad(), _adapter_off(model):
+    adapter_off = model.disable_adapter() if hasattr(model, "disable_adapter") else nullcontext()
+    with torch.no_grad(), adapter_off:
         out = model(input_ids=torch.tensor([context]), use_cache=True)
     cache = out.past_key_values
     return [(layer.keys.bfloat16(), layer.values.bfloat16()) for layer in cache.layers]
-
-
-class _adapter_off:
-    """Context manager: a PEFT model's adapters disabled (a plain model: nothing to do)."""
-
-    def __init__(self, model: Any):
-        self.model = model
-        self.cm = model.disable_adapter() if hasattr(model, "disable_adapter") else None
-
-    def __enter__(self) -> None:
-        if self.cm is not None:
-            self.cm.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.cm is not None:
-            self.cm.__exit__(*exc)
 
 
 def tail_margin(model: Any, cache: list[tuple[Any, Any]], tail: list[int], close: int, file: int):
@@ -114,16 +100,6 @@ def project_out(grads: list[Any], direction: list[Any]) -> list[Any]:
     return [g - (dot / norm) * d for g, d in zip(grads, direction, strict=True)]
 
 
-def auc(scores: list[float], labels: list[int]) -> float:
-    """P(a positive outranks a negative), ties half: how well ``scores`` order the labels."""
-    pos = [s for s, y in zip(scores, labels, strict=True) if y]
-    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not pos or not neg:
-        return float("nan")
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
-
-
 def branch_rewards(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
     """Per row, the episode grade of its prefix + the rest of the case for each decision."""
     import env as registry
@@ -143,14 +119,13 @@ def branch_rewards(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
 
 
 def cached_contexts(
-    model: Any, tok: Any, rows: list[dict], split: str, cache_dir: Path
+    model: Any, tok: Any, invocation: list[int], rows: list[dict], split: str, cache_dir: Path
 ) -> tuple[list[Any], list[list[int]], float]:
     """Each row's base-model context cache (loaded from ``cache_dir`` when there) and tail ids."""
     import torch
 
     from benchmarks.probe_decision import prompt_texts
 
-    invocation = tok(INVOCATION, add_special_tokens=False)["input_ids"]
     caches, tails, spent = [], [], 0.0
     cache_dir.mkdir(parents=True, exist_ok=True)
     for i, (row, text) in enumerate(zip(rows, prompt_texts(tok, rows), strict=True)):
@@ -182,12 +157,16 @@ def margins(model: Any, caches: list[Any], tails: list[list[int]], close: int, f
 
 
 def scores(d: list[float], verdicts: list[int]) -> dict[str, float]:
-    """Accuracy of the policy's likelier decision (d > 0: close) and AUC of -d for filing."""
+    """Accuracy of the policy's likelier decision (d > 0: close) and the AUC of ``d``: P(a clean
+    case's log-odds of closing exceed a suspicious case's), ties half."""
+    from benchmarks.decision_gradients import by_class
+    from benchmarks.decision_margin import auc
+
     right = [int((x > 0) == (not y)) for x, y in zip(d, verdicts, strict=True)]
     return {
         "accuracy": sum(right) / len(right),
         "file_share": sum(x <= 0 for x in d) / len(d),
-        "auc": auc([-x for x in d], verdicts),
+        "auc": auc(*by_class(d, verdicts)),
         "right": right,
     }
 
@@ -321,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data: dict[str, Any] = {"close": close, "file": file, "invocation": invocation}
     spent = 0.0
     for split, rows in (("train", train), ("eval", held)):
-        caches, tails, seconds = cached_contexts(base, tok, rows, split, args.cache_dir)
+        caches, tails, seconds = cached_contexts(base, tok, invocation, rows, split, args.cache_dir)
         data[split] = (caches, [t + prefix for t in tails])
         data[f"{split}_verdicts"] = [r["verdict"] for r in rows]
         spent += seconds
@@ -348,11 +327,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _interval(values: list[float], seed: int = 0) -> str:
-    from pipeline.evaluation.stats import bootstrap_interval
+def _interval(values: list[float]) -> str:
+    from pipeline.evaluation.stats import bootstrap_interval, fmt
 
-    ci = bootstrap_interval(values, seed=seed)
-    return f"{ci['mean']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+    return fmt(bootstrap_interval(values))
 
 
 def markdown(result: dict[str, Any], command: str) -> str:

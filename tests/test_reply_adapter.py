@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from benchmarks.reply_adapter import (
-    auc,
     encode_context,
     group_advantages,
     project_out,
+    scores,
     split_invocation,
     tail_margin,
 )
@@ -40,10 +40,14 @@ def test_project_out_leaves_nothing_along_the_direction() -> None:
     assert project_out(grads, [torch.zeros(2), torch.zeros(1)]) == grads
 
 
-def test_auc_counts_ordered_pairs_and_ties() -> None:
-    assert auc([0.9, 0.8, 0.1], [1, 1, 0]) == 1.0
-    assert auc([0.1, 0.9], [1, 0]) == 0.0
-    assert auc([0.5, 0.5], [1, 0]) == 0.5
+def test_scores_count_decisions_by_the_log_odds_sign_and_ordered_pairs_ties_half() -> None:
+    """``d`` is the log-odds of closing: a suspicious case (verdict 1) is read right below 0."""
+    assert scores([-0.9, -0.8, -0.1], [1, 1, 0])["auc"] == 1.0
+    assert scores([-0.1, -0.9], [1, 0])["auc"] == 0.0
+    assert scores([-0.5, -0.5], [1, 0])["auc"] == 0.5
+    right = scores([-0.9, 0.3, 0.2, -0.4], [1, 1, 0, 0])
+    assert right["right"] == [1, 0, 1, 0]
+    assert right["accuracy"] == 0.5 and right["file_share"] == 0.5
 
 
 def _tiny_llama() -> torch.nn.Module:
