@@ -23,6 +23,14 @@ reward. Variants:
   batch's mean log-odds (the rate) before Adam: what is left can only move cases apart.
 - ``adam_locked``: the rate's gradient projected out of Adam's actual step instead (Adam's
   per-weight scaling turns an orthogonal gradient into a step that still moves the rate).
+- ``adam_neutral_rate``: ``adam_neutral`` for the adapter (the reading), and the rate learned
+  apart: one scalar added to every case's log-odds, moved by plain SGD (``--rate-lr``) along the
+  same GRPO loss's gradient.
+
+``--n-val`` holds the last train cuts out as a validation split: at each checkpoint the policy's
+likelier decision on them is graded by the environment (the reward, no label), and the checkpoint
+with the best validation grade is the one reported against ``always_file`` on the held-out cuts,
+which choose nothing.
 
 ``--warm-steps`` first trains on both decisions of every case equally, as the pipeline's
 decision-blind warm start does: it pulls each case's log-odds toward even, teaching no decision.
@@ -49,7 +57,7 @@ from typing import Any
 
 logger = logging.getLogger("reply_adapter")
 INVOCATION = "<|im_start|>assistant\n"
-VARIANTS = ("adam", "adam_neutral", "adam_locked")
+VARIANTS = ("adam", "adam_neutral", "adam_locked", "adam_neutral_rate")
 
 
 def split_invocation(ids: list[int], invocation: list[int]) -> tuple[list[int], list[int]]:
@@ -147,13 +155,28 @@ def cached_contexts(
     return caches, tails, spent
 
 
-def margins(model: Any, caches: list[Any], tails: list[list[int]], close: int, file: int):
+def margins(
+    model: Any, caches: list[Any], tails: list[list[int]], close: int, file: int, rate: float = 0.0
+) -> list[float]:
+    """Each case's log-odds of closing, plus the learned ``rate`` scalar, if any."""
     import torch
 
     with torch.no_grad():
         return [
-            float(tail_margin(model, c, t, close, file)) for c, t in zip(caches, tails, strict=True)
+            float(tail_margin(model, c, t, close, file)) + rate
+            for c, t in zip(caches, tails, strict=True)
         ]
+
+
+def chosen_grade(d: list[float], grades: list[dict[str, float]]) -> float:
+    """Mean episode grade of the policy's likelier decision (d > 0: close) over the cases."""
+    picks = [g["close_alert" if x > 0 else "file_sar"] for x, g in zip(d, grades, strict=True)]
+    return sum(picks) / len(picks)
+
+
+def selected(curve: list[dict[str, Any]]) -> dict[str, Any]:
+    """The checkpoint with the best validation grade, the earliest of ties."""
+    return max(curve, key=lambda point: (point["val_grade"], -point["step"]))
 
 
 def scores(d: list[float], verdicts: list[int]) -> dict[str, float]:
@@ -184,16 +207,19 @@ def _batches(n_cases: int, size: int, rng: random.Random):
         yield batch
 
 
-def grpo_losses(model: Any, data: dict[str, Any], batch: list[int], group: int, gen: Any):
+def grpo_losses(
+    model: Any, data: dict[str, Any], batch: list[int], group: int, gen: Any, bias: Any = 0.0
+):
     """The batch's GRPO loss on the decision (a sampled group per case, rewarded by the env's
-    grade) and its mean log-odds (the rate), both differentiable."""
+    grade) and its mean log-odds (the rate), both differentiable; ``bias`` is added to every
+    case's log-odds (the learned rate of ``adam_neutral_rate``)."""
     import torch
     from torch.nn.functional import logsigmoid
 
     caches, tails = data["train"]
     loss, rate = torch.zeros(()), torch.zeros(())
     for i in batch:
-        d = tail_margin(model, caches[i], tails[i], data["close"], data["file"])
+        d = tail_margin(model, caches[i], tails[i], data["close"], data["file"]) + bias
         draws = (torch.rand(group, generator=gen) < torch.sigmoid(d.detach())).tolist()
         grades = data["rewards"][i]
         rewards = [grades["close_alert" if c else "file_sar"] for c in draws]
@@ -219,9 +245,11 @@ def blind_loss(model: Any, data: dict[str, Any], batch: list[int]):
 def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.Namespace):
     """One GRPO run on the decision from a fresh adapter; held-out scores along the way.
 
-    ``*_neutral`` projects the rate's gradient out of the batch's gradient before the optimizer;
-    ``adam_locked`` projects it out of the optimizer's actual step (Adam's per-weight scaling
-    turns an orthogonal gradient into a step that still moves the rate)."""
+    ``adam_neutral*`` project the rate's gradient out of the batch's gradient before the
+    optimizer; ``adam_locked`` projects it out of the optimizer's actual step (Adam's per-weight
+    scaling turns an orthogonal gradient into a step that still moves the rate);
+    ``adam_neutral_rate`` also learns a scalar rate by SGD. With ``data["val"]``, each checkpoint
+    also holds the validation grade and AUC."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -240,19 +268,28 @@ def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.
     optim = torch.optim.Adam(params, lr=args.lr)
     close, file = data["close"], data["file"]
     rng, gen = random.Random(args.seed), torch.Generator().manual_seed(args.seed)
+    bias = torch.zeros((), requires_grad=variant == "adam_neutral_rate")
     batches = _batches(len(data["train"][0]), args.batch, rng)
     curve, started = [], time.perf_counter()
 
     def checkpoint(step: int) -> None:
-        held = scores(margins(model, *data["eval"], close, file), data["eval_verdicts"])
-        curve.append({"step": step, "seconds": round(time.perf_counter() - started, 1), **held})
+        rate = float(bias.detach())
+        held = scores(margins(model, *data["eval"], close, file, rate), data["eval_verdicts"])
+        point = {"step": step, "seconds": round(time.perf_counter() - started, 1), "rate": rate}
+        if "val" in data:
+            d = margins(model, *data["val"], close, file, rate)
+            point["val_grade"] = chosen_grade(d, data["val_rewards"])
+            point["val_auc"] = scores(d, data["val_verdicts"])["auc"]
+        curve.append(point | held)
         logger.info(
-            "%s step %d: held-out acc %.3f auc %.3f file share %.2f",
+            "%s step %d: held-out acc %.3f auc %.3f file share %.2f rate %+.2f val grade %s",
             variant,
             step,
             held["accuracy"],
             held["auc"],
             held["file_share"],
+            rate,
+            f"{point['val_grade']:.4f}" if "val" in data else "-",
         )
 
     if args.warm_steps:
@@ -263,10 +300,14 @@ def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.
             warm.zero_grad(set_to_none=True)
     checkpoint(0)
     for step in range(1, args.steps + 1):
-        loss, rate = grpo_losses(model, data, next(batches), args.group, gen)
-        grads = list(torch.autograd.grad(loss, params, retain_graph=variant != "adam"))
+        loss, rate = grpo_losses(model, data, next(batches), args.group, gen, bias)
+        learned = [*params, bias] if bias.requires_grad else params
+        grads = list(torch.autograd.grad(loss, learned, retain_graph=variant != "adam"))
+        if bias.requires_grad:
+            with torch.no_grad():
+                bias -= args.rate_lr * grads.pop()
         rate_grad = list(torch.autograd.grad(rate, params)) if variant != "adam" else []
-        if variant == "adam_neutral":
+        if variant.startswith("adam_neutral"):
             grads = project_out(grads, rate_grad)
         before = [p.detach().clone() for p in params] if variant == "adam_locked" else []
         for p, g in zip(params, grads, strict=True):
@@ -295,16 +336,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     backend = untrained_backend()
     tok, base = backend.tokenizer, backend.model
     prefix, close, file = parting_tokens(branch_openings(tok, ["close_alert", "file_sar"]))
-    train, held = decision_rows(args.n_train, "train"), decision_rows(args.n_eval, "eval")
+    seen = decision_rows(args.n_train + args.n_val, "train")
+    train, val = seen[: args.n_train], seen[args.n_train :]
+    held = decision_rows(args.n_eval, "eval")
     invocation = tok(INVOCATION, add_special_tokens=False)["input_ids"]
     data: dict[str, Any] = {"close": close, "file": file, "invocation": invocation}
     spent = 0.0
-    for split, rows in (("train", train), ("eval", held)):
-        caches, tails, seconds = cached_contexts(base, tok, invocation, rows, split, args.cache_dir)
+    splits = (("train", train, "train"), ("val", val, "train"), ("eval", held, "eval"))
+    for split, rows, seeds in splits:
+        if not rows:
+            continue
+        caches, tails, seconds = cached_contexts(base, tok, invocation, rows, seeds, args.cache_dir)
         data[split] = (caches, [t + prefix for t in tails])
         data[f"{split}_verdicts"] = [r["verdict"] for r in rows]
         spent += seconds
     data["rewards"] = branch_rewards(train)
+    if val:
+        data["val_rewards"] = branch_rewards(val)
     wrong_first = sum(
         g["file_sar" if r["verdict"] else "close_alert"]
         <= g["close_alert" if r["verdict"] else "file_sar"]
@@ -316,6 +364,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rewards_not_favouring_the_verdict": wrong_first,
         "always_file": sum(verdicts) / len(verdicts),
         "n_train": len(train),
+        "n_val": len(val),
         "eval_verdicts": verdicts,
         "variants": {},
     }
@@ -333,6 +382,10 @@ def _interval(values: list[float]) -> str:
     return fmt(bootstrap_interval(values))
 
 
+def _value(point: dict[str, Any], key: str) -> str:
+    return f"{point[key]:.3f}" if key in point else "-"
+
+
 def markdown(result: dict[str, Any], command: str) -> str:
     """The section RESULTS.md keeps: each variant's held-out curve, its train fit, and its last
     checkpoint against ``always_file`` paired over the same held-out cuts."""
@@ -344,6 +397,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
         "assistant turn",
         "",
         f"Command: `{command}`. {result['n_train']} AML-easy train decision cuts, "
+        f"{result.get('n_val', 0)} validation ones, "
         f"{len(verdicts)} held-out ones (file share {sum(verdicts) / len(verdicts):.2f}); "
         f"untrained SmolLM2-135M-Instruct, PEFT activated LoRA r=16 on every linear layer; each "
         f"context encoded once by the base model and kept on disk ({result['encoding_s']:.0f} s "
@@ -352,25 +406,45 @@ def markdown(result: dict[str, Any], command: str) -> str:
         f"({result['rewards_not_favouring_the_verdict']} train cases where the wrong decision "
         "grades at least as well). Step 0 is after the decision-blind warm start, if any.",
         "",
-        "| variant | step | seconds | held-out acc. [95% CI] | AUC | file share |",
-        "|---|---|---|---|---|---|",
+        "| variant | step | seconds | held-out acc. [95% CI] | AUC | file share | rate | "
+        "val. grade | val. AUC |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, run in result["variants"].items():
         for point in run["curve"]:
             lines.append(
                 f"| {name} | {point['step']} | {point['seconds']:.0f} | "
                 f"{_interval([float(r) for r in point['right']])} | {point['auc']:.3f} | "
-                f"{point['file_share']:.2f} |"
+                f"{point['file_share']:.2f} | {point.get('rate', 0.0):+.2f} | "
+                f"{_value(point, 'val_grade')} | {_value(point, 'val_auc')} |"
             )
+
+    def gain(point: dict[str, Any]) -> str:
+        return _interval([float(r - y) for r, y in zip(point["right"], verdicts, strict=True)])
+
     lines += ["", "| variant | train acc. | train AUC | held-out acc. - always_file [95% CI] |"]
     lines.append("|---|---|---|---|")
     for name, run in result["variants"].items():
-        last = run["curve"][-1]["right"]
-        gain = [r - y for r, y in zip(last, verdicts, strict=True)]
         lines.append(
             f"| {name} | {run['train']['accuracy']:.3f} | {run['train']['auc']:.3f} | "
-            f"{_interval([float(g) for g in gain])} |"
+            f"{gain(run['curve'][-1])} |"
         )
+    if result.get("n_val"):
+        lines += [
+            "",
+            f"Chosen on the {result['n_val']} validation cuts (train seeds, not trained on) by the "
+            "mean grade of the likelier decision; the held-out cuts choose nothing:",
+            "",
+            "| variant | step chosen | val. grade | held-out acc. [95% CI] | "
+            "held-out acc. - always_file [95% CI] |",
+            "|---|---|---|---|---|",
+        ]
+        for name, run in result["variants"].items():
+            point = selected(run["curve"])
+            lines.append(
+                f"| {name} | {point['step']} | {point['val_grade']:.4f} | "
+                f"{_interval([float(r) for r in point['right']])} | {gain(point)} |"
+            )
     lines += ["", f"always_file on the held-out cuts: {_interval([float(v) for v in verdicts])}."]
     lines += ["", f"Measured on {result.get('measured') or machine()}."]
     return "\n".join(lines)
@@ -379,12 +453,14 @@ def markdown(result: dict[str, Any], command: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-train", type=int, default=64)
+    parser.add_argument("--n-val", type=int, default=0, help="train-seed cuts held for selection")
     parser.add_argument("--n-eval", type=int, default=100)
     parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/reply_kv"))
     parser.add_argument("--steps", type=int, default=48, help="GRPO updates per variant")
     parser.add_argument("--batch", type=int, default=8, help="train cases per update")
     parser.add_argument("--group", type=int, default=4, help="sampled decisions per case")
     parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--rate-lr", type=float, default=1.0, help="adam_neutral_rate's SGD rate")
     parser.add_argument("--eval-every", type=int, default=8)
     parser.add_argument(
         "--warm-steps", type=int, default=0, help="decision-blind updates first (both decisions)"

@@ -115,7 +115,7 @@ def _synthetic_cases(n: int, seed: int) -> tuple[list[list[int]], list[int]]:
     return prompts, verdicts
 
 
-@pytest.mark.parametrize("variant", ["adam", "adam_neutral", "adam_locked"])
+@pytest.mark.parametrize("variant", ["adam", "adam_neutral", "adam_locked", "adam_neutral_rate"])
 def test_grpo_on_the_decision_learns_to_read_the_context_from_reward_alone(variant: str) -> None:
     """Rewards that favour the decision the telling token calls for, and nothing else: the
     adapter, active from the assistant turn only, learns to read the cached context (the order
@@ -138,7 +138,7 @@ def test_grpo_on_the_decision_learns_to_read_the_context_from_reward_alone(varia
         for v in data["train_verdicts"]
     ]
     args = argparse.Namespace(
-        seed=0, lr=1e-2, batch=8, group=4, steps=60, eval_every=60, warm_steps=0
+        seed=0, lr=1e-2, rate_lr=1.0, batch=8, group=4, steps=60, eval_every=60, warm_steps=0
     )
     result, handed_back = train_variant(variant, base, data, args)
     first, last = result["curve"][0], result["curve"][-1]
@@ -146,3 +146,36 @@ def test_grpo_on_the_decision_learns_to_read_the_context_from_reward_alone(varia
     assert last["auc"] > max(0.8, first["auc"] + 0.3)
     assert result["train"]["auc"] > 0.8
     assert all(torch.equal(weights[k], v) for k, v in handed_back.state_dict().items())
+
+
+def test_chosen_grade_grades_the_likelier_decision_and_selection_takes_the_best_earliest() -> None:
+    from benchmarks.reply_adapter import chosen_grade, selected
+
+    grades = [{"file_sar": 0.9, "close_alert": 0.1}, {"file_sar": 0.2, "close_alert": 0.8}]
+    assert chosen_grade([-1.0, 0.5], grades) == pytest.approx(0.85)  # both right
+    assert chosen_grade([-1.0, -0.5], grades) == pytest.approx(0.55)  # files both
+    curve = [{"step": s, "val_grade": g} for s, g in ((0, 0.5), (8, 0.7), (16, 0.7), (24, 0.6))]
+    assert selected(curve)["step"] == 8
+
+
+def test_the_rate_variant_moves_only_its_scalar_when_the_adapter_cannot_help() -> None:
+    """Rewards that favour closing every case, whatever its context: the learned rate alone
+    carries the policy to closing (the adapter's share of the rate is projected out)."""
+    import argparse
+
+    from benchmarks.reply_adapter import train_variant
+
+    base = _tiny_llama()
+    data: dict = {"close": 20, "file": 21, "invocation": INVOCATION}
+    for split, seed in (("train", 1), ("eval", 2)):
+        prompts, verdicts = _synthetic_cases(16, seed)
+        parts = [split_invocation(p, INVOCATION) for p in prompts]
+        data[split] = ([encode_context(base, c) for c, _ in parts], [t for _, t in parts])
+        data[f"{split}_verdicts"] = verdicts
+    data["rewards"] = [{"file_sar": 0.2, "close_alert": 0.8}] * 16
+    args = argparse.Namespace(
+        seed=0, lr=1e-3, rate_lr=1.0, batch=8, group=4, steps=30, eval_every=30, warm_steps=0
+    )
+    result, _ = train_variant("adam_neutral_rate", base, data, args)
+    last = result["curve"][-1]
+    assert last["rate"] > 0.5 and last["file_share"] < 0.2
