@@ -26,6 +26,9 @@ reward. Variants:
 - ``adam_neutral_rate``: ``adam_neutral`` for the adapter (the reading), and the rate learned
   apart: one scalar added to every case's log-odds, moved by plain SGD (``--rate-lr``) along the
   same GRPO loss's gradient.
+- ``adam_rate_held``: ``adam_neutral_rate``, and after each update the scalar also takes back
+  what the adapter's step moved the batch's mean log-odds by (measured, not first-order), so the
+  rate moves by its own GRPO gradient only.
 
 ``--n-val`` holds the last train cuts out as a validation split: at each checkpoint the policy's
 likelier decision on them is graded by the environment (the reward, no label), and the checkpoint
@@ -57,7 +60,8 @@ from typing import Any
 
 logger = logging.getLogger("reply_adapter")
 INVOCATION = "<|im_start|>assistant\n"
-VARIANTS = ("adam", "adam_neutral", "adam_locked", "adam_neutral_rate")
+VARIANTS = ("adam", "adam_neutral", "adam_locked", "adam_neutral_rate", "adam_rate_held")
+NEUTRAL = ("adam_neutral", "adam_neutral_rate", "adam_rate_held")  # the rate projected out
 
 
 def split_invocation(ids: list[int], invocation: list[int]) -> tuple[list[int], list[int]]:
@@ -245,11 +249,12 @@ def blind_loss(model: Any, data: dict[str, Any], batch: list[int]):
 def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.Namespace):
     """One GRPO run on the decision from a fresh adapter; held-out scores along the way.
 
-    ``adam_neutral*`` project the rate's gradient out of the batch's gradient before the
+    The ``NEUTRAL`` variants project the rate's gradient out of the batch's gradient before the
     optimizer; ``adam_locked`` projects it out of the optimizer's actual step (Adam's per-weight
     scaling turns an orthogonal gradient into a step that still moves the rate);
-    ``adam_neutral_rate`` also learns a scalar rate by SGD. With ``data["val"]``, each checkpoint
-    also holds the validation grade and AUC."""
+    ``adam_neutral_rate`` and ``adam_rate_held`` also learn a scalar rate by SGD, the latter
+    taking back the adapter's measured move of the batch's rate. With ``data["val"]``, each
+    checkpoint also holds the validation grade and AUC."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -268,17 +273,20 @@ def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.
     optim = torch.optim.Adam(params, lr=args.lr)
     close, file = data["close"], data["file"]
     rng, gen = random.Random(args.seed), torch.Generator().manual_seed(args.seed)
-    bias = torch.zeros((), requires_grad=variant == "adam_neutral_rate")
+    bias = torch.zeros((), requires_grad=variant in ("adam_neutral_rate", "adam_rate_held"))
     batches = _batches(len(data["train"][0]), args.batch, rng)
     curve, started = [], time.perf_counter()
 
     def checkpoint(step: int) -> None:
         rate = float(bias.detach())
-        held = scores(margins(model, *data["eval"], close, file, rate), data["eval_verdicts"])
+        held_d = margins(model, *data["eval"], close, file, rate)
+        held = scores(held_d, data["eval_verdicts"])
         point = {"step": step, "seconds": round(time.perf_counter() - started, 1), "rate": rate}
+        point["margins"] = [round(x, 3) for x in held_d]
         if "val" in data:
             d = margins(model, *data["val"], close, file, rate)
             point["val_grade"] = chosen_grade(d, data["val_rewards"])
+            point["val_margins"] = [round(x, 3) for x in d]
             point["val_auc"] = scores(d, data["val_verdicts"])["auc"]
         curve.append(point | held)
         logger.info(
@@ -300,14 +308,17 @@ def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.
             warm.zero_grad(set_to_none=True)
     checkpoint(0)
     for step in range(1, args.steps + 1):
-        loss, rate = grpo_losses(model, data, next(batches), args.group, gen, bias)
+        batch = next(batches)
+        loss, rate = grpo_losses(model, data, batch, args.group, gen, bias)
         learned = [*params, bias] if bias.requires_grad else params
         grads = list(torch.autograd.grad(loss, learned, retain_graph=variant != "adam"))
         if bias.requires_grad:
+            moved = -args.rate_lr * float(grads.pop())
+            target = float(rate.detach()) + moved  # the batch's mean log-odds, own step only
             with torch.no_grad():
-                bias -= args.rate_lr * grads.pop()
+                bias += moved
         rate_grad = list(torch.autograd.grad(rate, params)) if variant != "adam" else []
-        if variant.startswith("adam_neutral"):
+        if variant in NEUTRAL:
             grads = project_out(grads, rate_grad)
         before = [p.detach().clone() for p in params] if variant == "adam_locked" else []
         for p, g in zip(params, grads, strict=True):
@@ -321,9 +332,17 @@ def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.
             with torch.no_grad():
                 for p, b, u in zip(params, before, steps, strict=True):
                     p.copy_(b + u)
+        if variant == "adam_rate_held":
+            caches, tails = data["train"]
+            after = margins(
+                model, [caches[i] for i in batch], [tails[i] for i in batch], close, file
+            )
+            with torch.no_grad():
+                bias.fill_(target - sum(after) / len(after))
         if step % args.eval_every == 0 or step == args.steps:
             checkpoint(step)
-    train = scores(margins(model, *data["train"], close, file), data["train_verdicts"])
+    train_d = margins(model, *data["train"], close, file, float(bias.detach()))
+    train = scores(train_d, data["train_verdicts"])
     base = model.unload()  # the base weights back, untouched, for the next variant
     return {"curve": curve, "train": {k: v for k, v in train.items() if k != "right"}}, base
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from benchmarks.reply_adapter import (
+    VARIANTS,
     encode_context,
     group_advantages,
     project_out,
@@ -115,7 +116,7 @@ def _synthetic_cases(n: int, seed: int) -> tuple[list[list[int]], list[int]]:
     return prompts, verdicts
 
 
-@pytest.mark.parametrize("variant", ["adam", "adam_neutral", "adam_locked", "adam_neutral_rate"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_grpo_on_the_decision_learns_to_read_the_context_from_reward_alone(variant: str) -> None:
     """Rewards that favour the decision the telling token calls for, and nothing else: the
     adapter, active from the assistant turn only, learns to read the cached context (the order
@@ -158,7 +159,8 @@ def test_chosen_grade_grades_the_likelier_decision_and_selection_takes_the_best_
     assert selected(curve)["step"] == 8
 
 
-def test_the_rate_variant_moves_only_its_scalar_when_the_adapter_cannot_help() -> None:
+@pytest.mark.parametrize("variant", ["adam_neutral_rate", "adam_rate_held"])
+def test_the_rate_variants_learn_their_scalar_when_the_adapter_cannot_help(variant: str) -> None:
     """Rewards that favour closing every case, whatever its context: the learned rate alone
     carries the policy to closing (the adapter's share of the rate is projected out)."""
     import argparse
@@ -176,6 +178,6 @@ def test_the_rate_variant_moves_only_its_scalar_when_the_adapter_cannot_help() -
     args = argparse.Namespace(
         seed=0, lr=1e-3, rate_lr=1.0, batch=8, group=4, steps=30, eval_every=30, warm_steps=0
     )
-    result, _ = train_variant("adam_neutral_rate", base, data, args)
+    result, _ = train_variant(variant, base, data, args)
     last = result["curve"][-1]
     assert last["rate"] > 0.5 and last["file_share"] < 0.2
