@@ -32,8 +32,9 @@ reward. Variants:
 
 ``--n-val`` holds the last train cuts out as a validation split: at each checkpoint the policy's
 likelier decision on them is graded by the environment (the reward, no label), and the checkpoint
-with the best validation grade is the one reported against ``always_file`` on the held-out cuts,
-which choose nothing.
+with the best validation grade is reported against ``always_file`` on the held-out cuts (which
+choose nothing), beside the last one. ``--render`` publishes saved runs (several: one line each,
+then each in full).
 
 ``--warm-steps`` first trains on both decisions of every case equally, as the pipeline's
 decision-blind warm start does: it pulls each case's log-odds toward even, teaching no decision.
@@ -41,8 +42,8 @@ decision-blind warm start does: it pulls each case's log-odds toward even, teach
 Reported per variant: held-out decision accuracy (sign of the log-odds) and AUC along the run, the
 train cases' accuracy, seconds. Floors beside it: ``always_file``, the untrained policy.
 
-    OMP_NUM_THREADS=2 python benchmarks/reply_adapter.py --n-train 64 --n-eval 100 \\
-        --cache-dir /tmp/reply_kv --steps 48 --variants adam,adam_neutral
+    OMP_NUM_THREADS=2 python benchmarks/reply_adapter.py --n-train 96 --n-val 32 --n-eval 100 \\
+        --cache-dir /tmp/reply_kv --steps 96 --eval-every 8 --variants adam_rate_held --seed 0
 """
 
 from __future__ import annotations
@@ -178,11 +179,6 @@ def chosen_grade(d: list[float], grades: list[dict[str, float]]) -> float:
     return sum(picks) / len(picks)
 
 
-def selected(curve: list[dict[str, Any]]) -> dict[str, Any]:
-    """The checkpoint with the best validation grade, the earliest of ties."""
-    return max(curve, key=lambda point: (point["val_grade"], -point["step"]))
-
-
 def scores(d: list[float], verdicts: list[int]) -> dict[str, float]:
     """Accuracy of the policy's likelier decision (d > 0: close) and the AUC of ``d``: P(a clean
     case's log-odds of closing exceed a suspicious case's), ties half."""
@@ -216,7 +212,7 @@ def grpo_losses(
 ):
     """The batch's GRPO loss on the decision (a sampled group per case, rewarded by the env's
     grade) and its mean log-odds (the rate), both differentiable; ``bias`` is added to every
-    case's log-odds (the learned rate of ``adam_neutral_rate``)."""
+    case's log-odds (the learned rate of ``adam_neutral_rate`` and ``adam_rate_held``)."""
     import torch
     from torch.nn.functional import logsigmoid
 
@@ -362,10 +358,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data: dict[str, Any] = {"close": close, "file": file, "invocation": invocation}
     spent = 0.0
     splits = (("train", train, "train"), ("val", val, "train"), ("eval", held, "eval"))
-    for split, rows, seeds in splits:
+    for split, rows, seeds_of in splits:  # the validation cuts are train seeds' contexts
         if not rows:
             continue
-        caches, tails, seconds = cached_contexts(base, tok, invocation, rows, seeds, args.cache_dir)
+        caches, tails, seconds = cached_contexts(
+            base, tok, invocation, rows, seeds_of, args.cache_dir
+        )
         data[split] = (caches, [t + prefix for t in tails])
         data[f"{split}_verdicts"] = [r["verdict"] for r in rows]
         spent += seconds
@@ -395,80 +393,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _interval(values: list[float]) -> str:
-    from pipeline.evaluation.stats import bootstrap_interval, fmt
-
-    return fmt(bootstrap_interval(values))
-
-
-def _value(point: dict[str, Any], key: str) -> str:
-    return f"{point[key]:.3f}" if key in point else "-"
-
-
-def markdown(result: dict[str, Any], command: str) -> str:
-    """The section RESULTS.md keeps: each variant's held-out curve, its train fit, and its last
-    checkpoint against ``always_file`` paired over the same held-out cuts."""
-    from benchmarks.results import machine
-
-    verdicts = result["eval_verdicts"]
-    lines = [
-        "## reply_adapter (diagnostic): GRPO on the decision with an adapter active from the "
-        "assistant turn",
-        "",
-        f"Command: `{command}`. {result['n_train']} AML-easy train decision cuts, "
-        f"{result.get('n_val', 0)} validation ones, "
-        f"{len(verdicts)} held-out ones (file share {sum(verdicts) / len(verdicts):.2f}); "
-        f"untrained SmolLM2-135M-Instruct, PEFT activated LoRA r=16 on every linear layer; each "
-        f"context encoded once by the base model and kept on disk ({result['encoding_s']:.0f} s "
-        "of encoding in this run; contexts already on disk are loaded). A step: a group of decisions sampled per train case, each "
-        "rewarded with the episode grade of prefix + the rest of the case for it "
-        f"({result['rewards_not_favouring_the_verdict']} train cases where the wrong decision "
-        "grades at least as well). Step 0 is after the decision-blind warm start, if any.",
-        "",
-        "| variant | step | seconds | held-out acc. [95% CI] | AUC | file share | rate | "
-        "val. grade | val. AUC |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, run in result["variants"].items():
-        for point in run["curve"]:
-            lines.append(
-                f"| {name} | {point['step']} | {point['seconds']:.0f} | "
-                f"{_interval([float(r) for r in point['right']])} | {point['auc']:.3f} | "
-                f"{point['file_share']:.2f} | {point.get('rate', 0.0):+.2f} | "
-                f"{_value(point, 'val_grade')} | {_value(point, 'val_auc')} |"
-            )
-
-    def gain(point: dict[str, Any]) -> str:
-        return _interval([float(r - y) for r, y in zip(point["right"], verdicts, strict=True)])
-
-    lines += ["", "| variant | train acc. | train AUC | held-out acc. - always_file [95% CI] |"]
-    lines.append("|---|---|---|---|")
-    for name, run in result["variants"].items():
-        lines.append(
-            f"| {name} | {run['train']['accuracy']:.3f} | {run['train']['auc']:.3f} | "
-            f"{gain(run['curve'][-1])} |"
-        )
-    if result.get("n_val"):
-        lines += [
-            "",
-            f"Chosen on the {result['n_val']} validation cuts (train seeds, not trained on) by the "
-            "mean grade of the likelier decision; the held-out cuts choose nothing:",
-            "",
-            "| variant | step chosen | val. grade | held-out acc. [95% CI] | "
-            "held-out acc. - always_file [95% CI] |",
-            "|---|---|---|---|---|",
-        ]
-        for name, run in result["variants"].items():
-            point = selected(run["curve"])
-            lines.append(
-                f"| {name} | {point['step']} | {point['val_grade']:.4f} | "
-                f"{_interval([float(r) for r in point['right']])} | {gain(point)} |"
-            )
-    lines += ["", f"always_file on the held-out cuts: {_interval([float(v) for v in verdicts])}."]
-    lines += ["", f"Measured on {result.get('measured') or machine()}."]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-train", type=int, default=64)
@@ -479,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8, help="train cases per update")
     parser.add_argument("--group", type=int, default=4, help="sampled decisions per case")
     parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--rate-lr", type=float, default=1.0, help="adam_neutral_rate's SGD rate")
+    parser.add_argument(
+        "--rate-lr", type=float, default=1.0, help="the rate scalar's SGD step size"
+    )
     parser.add_argument("--eval-every", type=int, default=8)
     parser.add_argument(
         "--warm-steps", type=int, default=0, help="decision-blind updates first (both decisions)"
@@ -487,21 +413,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="adam,adam_neutral")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, help="JSON of every figure")
-    parser.add_argument("--render", type=Path, help="publish a saved --output JSON, run nothing")
+    parser.add_argument(
+        "--render", type=Path, nargs="+", help="publish saved --output JSONs, run nothing"
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from benchmarks.reply_adapter_report import markdown_runs
     from benchmarks.results import machine, publish
 
     if args.render:
-        result = json.loads(args.render.read_text())
+        results = [json.loads(path.read_text()) for path in args.render]
     else:
         result = run(args)
         result["command"] = "python benchmarks/reply_adapter.py " + " ".join(argv or sys.argv[1:])
-        result["measured"] = machine()
+        result["measured"], result["seed"] = machine(), args.seed
         if args.output:
             args.output.write_text(json.dumps(result, indent=1))
-    publish("reply_adapter", markdown(result, result["command"]), write=not args.no_write)
+        results = [result]
+    publish("reply_adapter", markdown_runs(results), write=not args.no_write)
     return 0
 
 

@@ -150,7 +150,8 @@ def test_grpo_on_the_decision_learns_to_read_the_context_from_reward_alone(varia
 
 
 def test_chosen_grade_grades_the_likelier_decision_and_selection_takes_the_best_earliest() -> None:
-    from benchmarks.reply_adapter import chosen_grade, selected
+    from benchmarks.reply_adapter import chosen_grade
+    from benchmarks.reply_adapter_report import selected
 
     grades = [{"file_sar": 0.9, "close_alert": 0.1}, {"file_sar": 0.2, "close_alert": 0.8}]
     assert chosen_grade([-1.0, 0.5], grades) == pytest.approx(0.85)  # both right
@@ -181,3 +182,45 @@ def test_the_rate_variants_learn_their_scalar_when_the_adapter_cannot_help(varia
     result, _ = train_variant(variant, base, data, args)
     last = result["curve"][-1]
     assert last["rate"] > 0.5 and last["file_share"] < 0.2
+
+
+def _saved_run(command: str, right_last: list[int]) -> dict:
+    """A saved result of one variant: two checkpoints on four held-out cuts, the first chosen
+    on validation."""
+    verdicts = [1, 1, 0, 0]
+    curve = [
+        {"step": 0, "seconds": 1.0, "accuracy": 0.5, "auc": 0.5, "file_share": 1.0},
+        {"step": 8, "seconds": 2.0, "accuracy": sum(right_last) / 4, "auc": 0.9, "file_share": 0.5},
+    ]
+    curve[0] |= {"right": [1, 1, 0, 0], "val_grade": 0.8, "val_auc": 0.7}
+    curve[1] |= {"right": right_last, "val_grade": 0.6, "val_auc": 0.6}
+    return {
+        "command": command,
+        "n_train": 8,
+        "n_val": 4,
+        "encoding_s": 0.0,
+        "rewards_not_favouring_the_verdict": 0,
+        "eval_verdicts": verdicts,
+        "measured": "a test",
+        "variants": {"adam_rate_held": {"curve": curve, "train": {"accuracy": 1.0, "auc": 1.0}}},
+    }
+
+
+def test_saved_runs_render_one_summary_line_each_with_their_seed_and_chosen_checkpoint() -> None:
+    from benchmarks.reply_adapter_report import markdown_runs
+
+    runs = [
+        _saved_run("python benchmarks/reply_adapter.py --seed 3", [1, 1, 1, 1]),
+        _saved_run("python benchmarks/reply_adapter.py", [1, 1, 0, 0]),
+    ]
+    text = markdown_runs(runs)
+    assert text.count("## reply_adapter") == 1 and "### Run 1" in text and "### Run 2" in text
+    summary = [line for line in text.splitlines() if line.startswith("| 1 |")][0]
+    # run 1: seed 3 from its command; last checkpoint 1.0 (always_file 0.5: +0.5); the one its
+    # validation grade chose is step 0, which reads like always_file (+0.0)
+    assert summary.startswith("| 1 | adam_rate_held | 3 | 8 | 1.000 | 0.500")
+    assert "| 0 | 0.500 | 0.000" in summary
+    assert [line for line in text.splitlines() if line.startswith("| 2 |")][0].startswith(
+        "| 2 | adam_rate_held | 0 | 8 | 0.500 | 0.000"
+    )
+    assert markdown_runs(runs[:1]).count("### Run") == 0
