@@ -63,6 +63,7 @@ logger = logging.getLogger("reply_adapter")
 INVOCATION = "<|im_start|>assistant\n"
 VARIANTS = ("adam", "adam_neutral", "adam_locked", "adam_neutral_rate", "adam_rate_held")
 NEUTRAL = ("adam_neutral", "adam_neutral_rate", "adam_rate_held")  # the rate projected out
+SUMMARY = ("step", "seconds", "accuracy", "auc", "file_share", "rate", "val_grade")  # printed
 
 
 def split_invocation(ids: list[int], invocation: list[int]) -> tuple[list[int], list[int]]:
@@ -389,7 +390,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if variant not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
         result["variants"][variant], base = train_variant(variant, base, data, args)
-        print(json.dumps({variant: result["variants"][variant]["curve"][-1] | {"right": None}}))
+        last = result["variants"][variant]["curve"][-1]
+        print(json.dumps({variant: {k: v for k, v in last.items() if k in SUMMARY}}))
     return result
 
 
