@@ -116,32 +116,41 @@ def _synthetic_cases(n: int, seed: int) -> tuple[list[list[int]], list[int]]:
     return prompts, verdicts
 
 
+def _toy_data(base: torch.nn.Module, n: int) -> dict:
+    """Train and held-out synthetic cases (``n`` each), their contexts cached by ``base``."""
+    data: dict = {"close": 20, "file": 21, "invocation": INVOCATION}
+    for split, seed in (("train", 1), ("eval", 2)):
+        prompts, verdicts = _synthetic_cases(n, seed)
+        parts = [split_invocation(p, INVOCATION) for p in prompts]
+        data[split] = ([encode_context(base, c) for c, _ in parts], [t for _, t in parts])
+        data[f"{split}_verdicts"] = verdicts
+    return data
+
+
+def _toy_args(lr: float, steps: int):
+    import argparse
+
+    return argparse.Namespace(
+        seed=0, lr=lr, rate_lr=1.0, batch=8, group=4, steps=steps, eval_every=steps, warm_steps=0
+    )
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_grpo_on_the_decision_learns_to_read_the_context_from_reward_alone(variant: str) -> None:
     """Rewards that favour the decision the telling token calls for, and nothing else: the
     adapter, active from the assistant turn only, learns to read the cached context (the order
     of its log-odds, AUC; where it sets its threshold is the rate, which this toy leaves off:
     accuracy is not asserted); the base model handed back is the one it was given."""
-    import argparse
-
     from benchmarks.reply_adapter import train_variant
 
     base = _tiny_llama()
     weights = {k: v.clone() for k, v in base.state_dict().items()}
-    data: dict = {"close": 20, "file": 21, "invocation": INVOCATION}
-    for split, seed in (("train", 1), ("eval", 2)):
-        prompts, verdicts = _synthetic_cases(24, seed)
-        parts = [split_invocation(p, INVOCATION) for p in prompts]
-        data[split] = ([encode_context(base, c) for c, _ in parts], [t for _, t in parts])
-        data[f"{split}_verdicts"] = verdicts
+    data = _toy_data(base, 24)
     data["rewards"] = [
         {"file_sar": 0.9 if v else 0.1, "close_alert": 0.1 if v else 0.9}
         for v in data["train_verdicts"]
     ]
-    args = argparse.Namespace(
-        seed=0, lr=1e-2, rate_lr=1.0, batch=8, group=4, steps=60, eval_every=60, warm_steps=0
-    )
-    result, handed_back = train_variant(variant, base, data, args)
+    result, handed_back = train_variant(variant, base, data, _toy_args(lr=1e-2, steps=60))
     first, last = result["curve"][0], result["curve"][-1]
     assert first["step"] == 0 and last["step"] == 60
     assert last["auc"] > max(0.8, first["auc"] + 0.3)
@@ -164,22 +173,12 @@ def test_chosen_grade_grades_the_likelier_decision_and_selection_takes_the_best_
 def test_the_rate_variants_learn_their_scalar_when_the_adapter_cannot_help(variant: str) -> None:
     """Rewards that favour closing every case, whatever its context: the learned rate alone
     carries the policy to closing (the adapter's share of the rate is projected out)."""
-    import argparse
-
     from benchmarks.reply_adapter import train_variant
 
     base = _tiny_llama()
-    data: dict = {"close": 20, "file": 21, "invocation": INVOCATION}
-    for split, seed in (("train", 1), ("eval", 2)):
-        prompts, verdicts = _synthetic_cases(16, seed)
-        parts = [split_invocation(p, INVOCATION) for p in prompts]
-        data[split] = ([encode_context(base, c) for c, _ in parts], [t for _, t in parts])
-        data[f"{split}_verdicts"] = verdicts
+    data = _toy_data(base, 16)
     data["rewards"] = [{"file_sar": 0.2, "close_alert": 0.8}] * 16
-    args = argparse.Namespace(
-        seed=0, lr=1e-3, rate_lr=1.0, batch=8, group=4, steps=30, eval_every=30, warm_steps=0
-    )
-    result, _ = train_variant(variant, base, data, args)
+    result, _ = train_variant(variant, base, data, _toy_args(lr=1e-3, steps=30))
     last = result["curve"][-1]
     assert last["rate"] > 0.5 and last["file_share"] < 0.2
 
