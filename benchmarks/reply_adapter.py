@@ -63,6 +63,7 @@ logger = logging.getLogger("reply_adapter")
 INVOCATION = "<|im_start|>assistant\n"
 VARIANTS = ("adam", "adam_neutral", "adam_locked", "adam_neutral_rate", "adam_rate_held")
 NEUTRAL = ("adam_neutral", "adam_neutral_rate", "adam_rate_held")  # the rate projected out
+RATE_LEARNED = ("adam_neutral_rate", "adam_rate_held")  # a scalar rate of their own
 SUMMARY = ("step", "seconds", "accuracy", "auc", "file_share", "rate", "val_grade")  # printed
 
 
@@ -270,7 +271,7 @@ def train_variant(variant: str, base: Any, data: dict[str, Any], args: argparse.
     optim = torch.optim.Adam(params, lr=args.lr)
     close, file = data["close"], data["file"]
     rng, gen = random.Random(args.seed), torch.Generator().manual_seed(args.seed)
-    bias = torch.zeros((), requires_grad=variant in ("adam_neutral_rate", "adam_rate_held"))
+    bias = torch.zeros((), requires_grad=variant in RATE_LEARNED)
     batches = _batches(len(data["train"][0]), args.batch, rng)
     curve, started = [], time.perf_counter()
 

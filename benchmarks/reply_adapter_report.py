@@ -48,7 +48,7 @@ def markdown_runs(results: list[dict[str, Any]]) -> str:
     """Several saved runs in one section: a line per run and variant (its last checkpoint and
     the one its validation split chose), then each run in full, in the order given."""
     if len(results) == 1:
-        return markdown(results[0], results[0]["command"])
+        return markdown(results[0])
     lines = [
         TITLE,
         "",
@@ -74,21 +74,21 @@ def markdown_runs(results: list[dict[str, Any]]) -> str:
                 f"{last['accuracy']:.3f} | {_gain(last, verdicts)} | {picked} |"
             )
     for n, result in enumerate(results, 1):
-        body = markdown(result, result["command"]).split("\n", 1)[1]
-        lines += ["", f"### Run {n}", body]
+        lines += ["", f"### Run {n}", markdown(result, title=False)]
     return "\n".join(lines)
 
 
-def markdown(result: dict[str, Any], command: str) -> str:
+def markdown(result: dict[str, Any], title: bool = True) -> str:
     """The section RESULTS.md keeps: each variant's held-out curve, its train fit, and its last
-    checkpoint against ``always_file`` paired over the same held-out cuts."""
+    checkpoint against ``always_file`` paired over the same held-out cuts (``title=False``: the
+    run's part of a section of several)."""
     from benchmarks.results import machine
 
     verdicts = result["eval_verdicts"]
-    lines = [
-        TITLE,
+    lines = [TITLE] if title else []
+    lines += [
         "",
-        f"Command: `{command}`. {result['n_train']} AML-easy train decision cuts, "
+        f"Command: `{result['command']}`. {result['n_train']} AML-easy train decision cuts, "
         f"{result.get('n_val', 0)} validation ones, "
         f"{len(verdicts)} held-out ones (file share {sum(verdicts) / len(verdicts):.2f}); "
         f"untrained SmolLM2-135M-Instruct, PEFT activated LoRA r=16 on every linear layer; each "
