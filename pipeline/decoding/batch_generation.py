@@ -19,6 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pipeline.decoding.activation import (
+    activation_start,
+    adapter_kwargs,
+    context_kwargs,
+    invocation_of,
+)
 from pipeline.decoding.cascade_attention import GQA_ATTENTION, SHARED_PREFIX, register_gqa_attention
 from pipeline.decoding.kv_rows import RowKV, SharedPrefix, capture, place, preload
 from pipeline.decoding.preallocated_cache import keep_rows_of, row_view, suffix_cache
@@ -132,6 +138,11 @@ def generate(
         states: If a list, each prompt's ``RowKV`` (prompt and reply after the prefix) is
             appended to it, in order, for the next turn's ``resume``. Needs ``prefix``.
         ban: ``ban(reply_so_far)`` lists tokens a row may not write next (``no_repeat_ngram``).
+
+    With an activated adapter (``pipeline.decoding.activation``) each row's adapter acts from its
+    prompt's last assistant turn on; the shared prefix must end before every row's, and rows
+    are not resumed (a kept turn's reply was read with the adapter on, which the next turn's
+    prompt reads with it off).
     """
     import torch
 
@@ -141,15 +152,23 @@ def generate(
     base.set_attn_implementation(GQA_ATTENTION)
     if prefix is None and (resume is not None or states is not None):
         raise ValueError("resume and states need a fixed shared prefix")
+    invocation = invocation_of(model)
+    starts = [activation_start(p, invocation) for p in prompts] if invocation else None
+    if starts is not None and (resume is not None or states is not None):
+        raise ValueError("an activated adapter's rows cannot be resumed from an earlier turn")
     replies: list[list[int]] = [[] for _ in prompts]
     try:
         with torch.no_grad():
             if prefix is None:
                 shared = common_prefix(prompts)
+                if starts is not None:  # the shared prefix is context: the adapter off
+                    shared = min(shared, *starts)
                 prefix = encode_prefix(model, list(prompts[0][:shared])) if shared else None
             elif not all(prefix.starts(p) for p in prompts):
                 raise ValueError("every prompt must start with the shared prefix")
             shared = len(prefix.ids) if prefix else 0
+            if starts is not None and shared > min(starts):
+                raise ValueError("the shared prefix runs past a row's activation start")
             order = batch_order(prompts, keyed=resume is not None or states is not None)
             for start in range(0, len(prompts), batch_size):
                 chosen = order[start : start + batch_size]
@@ -168,6 +187,7 @@ def generate(
                     [resume[i] for i in chosen] if resume is not None else None,
                     states is not None,
                     ban,
+                    [starts[i] for i in chosen] if starts is not None else None,
                 )
                 for i, reply in zip(chosen, out, strict=True):
                     replies[i] = reply
@@ -194,13 +214,25 @@ def encode_prefix(model: Any, ids: list[int]) -> SharedPrefix:
     device = next(model.parameters()).device
     with torch.no_grad():
         result = model(
-            input_ids=torch.tensor([ids], device=device), use_cache=True, logits_to_keep=1
+            input_ids=torch.tensor([ids], device=device),
+            use_cache=True,
+            logits_to_keep=1,
+            **context_kwargs(model),
         )
     return SharedPrefix(list(ids), result.past_key_values)
 
 
-def _step(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
-    """One forward pass over new tokens: the last position's logits and the grown cache."""
+def _step(
+    model: Any,
+    ids: Any,
+    mask: Any,
+    positions: Any,
+    cache: Any,
+    starts: Sequence[int] | None = None,
+) -> tuple[Any, Any]:
+    """One forward pass over new tokens: the last position's logits and the grown cache.
+    ``starts``: each row's activation start (absolute) for an activated adapter; None: the
+    tokens follow the prompts (decoding), the adapter on."""
     result = model(
         input_ids=ids,
         attention_mask=mask,
@@ -208,6 +240,7 @@ def _step(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[
         past_key_values=cache,
         use_cache=True,
         logits_to_keep=1,
+        **adapter_kwargs(model, positions, starts),
     )
     return result.logits[:, -1], result.past_key_values
 
@@ -226,6 +259,7 @@ def _decode_batch(
     resume: Sequence[RowKV | None] | None = None,
     keep_states: bool = False,
     ban: Callable[[list[int]], list[int]] | None = None,
+    starts: Sequence[int] | None = None,
 ) -> tuple[list[list[int]], list[RowKV]]:
     """Left-pad the suffixes after the shared prefix and decode them together; with
     ``keep_states``, also return each row's keys and values (suffix and reply) for its next turn."""
@@ -268,11 +302,11 @@ def _decode_batch(
 
     try:
         if per_row is not None:
-            logits = _prefill_rows(model, cache, suffixes, offsets, shared, *per_row)
+            logits = _prefill_rows(model, cache, suffixes, offsets, shared, *per_row, starts)
         for begin in range(encoded_from, width, PREFILL_CHUNK):
             end = begin + PREFILL_CHUNK
             logits, cache = _step(
-                model, ids[:, begin:end], mask[:, :end], positions[:, begin:end], cache
+                model, ids[:, begin:end], mask[:, :end], positions[:, begin:end], cache, starts
             )
         for step in range(max_new_tokens):
             if ban is not None:
@@ -319,6 +353,7 @@ def _prefill_rows(
     shared: int,
     kept_rows: Sequence[RowKV | None],
     reuse: Sequence[int],
+    starts: Sequence[int] | None = None,
 ) -> Any:
     """Encode each row's new tokens alone, after its kept ones, into its left-padded place in the
     batch's suffix cache; returns every row's last logits. No row encodes another row's length."""
@@ -335,7 +370,8 @@ def _prefill_rows(
             ids = torch.tensor([suffix[begin:end]], device=device)
             mask = torch.ones((1, end), dtype=torch.long, device=device)
             positions = torch.arange(shared + begin, shared + end, device=device)[None]
-            logits, view = _step(model, ids, mask, positions, view)
+            begins = [starts[row]] if starts is not None else None
+            logits, view = _step(model, ids, mask, positions, view, begins)
         last.append(logits)
     for layer in cache.layers:
         layer.keys, layer.values = layer._keys[:, :, :width], layer._values[:, :, :width]

@@ -23,6 +23,7 @@ from typing import Any
 
 import env as registry
 from env.rollout import Episode, play
+from pipeline.decoding.activation import activation_start, invocation_of
 from pipeline.decoding.kv_rows import RowKV, SharedPrefix
 
 ROW_CACHE_BYTES = 6 * 2**30
@@ -100,7 +101,8 @@ class LockstepBackend:
         try:
             prompts = [r.ids for r in batch]
             prefix = self._shared_prefix(prompts)
-            states: list[RowKV] | None = [] if prefix is not None else None
+            keep = prefix is not None and invocation_of(self.backend.model) is None
+            states: list[RowKV] | None = [] if keep else None
             replies = generate(
                 self.backend.model,
                 prompts,
@@ -109,11 +111,12 @@ class LockstepBackend:
                 pad,
                 self.batch_size,
                 prefix=prefix,
-                resume=[self._rows.get(r.episode) for r in batch] if prefix else None,
+                resume=[self._rows.get(r.episode) for r in batch] if keep else None,
                 states=states,
                 finished=self.finished,
             )
-            self._keep(batch, states or [])
+            if states is not None:
+                self._keep(batch, states)
             for request, reply in zip(batch, replies, strict=True):
                 request.reply = reply[: request.budget]  # greedy: the shorter budget's prefix
         except Exception as error:  # every waiting episode re-raises it in its own thread
@@ -125,11 +128,15 @@ class LockstepBackend:
 
     def _shared_prefix(self, prompts: list[list[int]]) -> SharedPrefix | None:
         """The first batch's common prefix (the system prompt and tools), encoded once; None when
-        a prompt does not start with it (then the batch is decoded without kept caches)."""
+        a prompt does not start with it (then the batch is decoded without kept caches). With an
+        activated adapter it ends before the first assistant turn, and turns are not resumed (an
+        earlier reply was read with the adapter on; the next prompt reads it with it off)."""
         from pipeline.decoding.batch_generation import common_prefix, encode_prefix
 
         if self._prefix is None:
             shared = common_prefix(prompts)
+            if (invocation := invocation_of(self.backend.model)) is not None:
+                shared = min(shared, *(activation_start(p, invocation) for p in prompts))
             if not shared:
                 return None
             self._prefix = encode_prefix(self.backend.model, prompts[0][:shared])

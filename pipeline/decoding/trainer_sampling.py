@@ -116,8 +116,11 @@ def generate_by_prompt(
     that receives each prompt's cache (the prompt but its last token), keyed by that prefix.
     ``openings``: a group's k-th row starts its completion with ``openings[k % len(openings)]``
     and samples the rest (decision branches, module docstring); ``finished`` sees the whole
-    completion, opening included."""
+    completion, opening included. With an activated adapter the prefix is the prompt's context
+    (before its assistant turn), read from the run's ``ContextStore``: encoded once per run."""
+    from pipeline.decoding.activation import activation_start, invocation_of, store_of
     from pipeline.decoding.batch_generation import encode_prefix, generate
+    from pipeline.decoding.kv_rows import SharedPrefix
 
     groups: dict[tuple[int, ...], list[int]] = {}
     for row, ids in enumerate(prompt_ids):
@@ -126,10 +129,15 @@ def generate_by_prompt(
     branches = list(openings) or [[]]
     if max(len(o) for o in branches) >= max_new_tokens:
         raise ValueError(f"a decision opening fills the {max_new_tokens}-token completion budget")
+    invocation = invocation_of(model)
     for ids, rows in groups.items():
-        prefix = encode_prefix(model, list(ids[:-1])) if len(ids) > 1 else None
-        if prefix is not None and encoded is not None:
-            encoded[ids[:-1]] = prefix.cache
+        if invocation is not None:
+            context = list(ids[: activation_start(ids, invocation)])
+            prefix = SharedPrefix(context, store_of(model).get(model, context))
+        else:
+            prefix = encode_prefix(model, list(ids[:-1])) if len(ids) > 1 else None
+            if prefix is not None and encoded is not None:
+                encoded[ids[:-1]] = prefix.cache
         for k, opening in enumerate(branches):
             mine = rows[k :: len(branches)]
             if not mine:

@@ -98,6 +98,7 @@ class CheckpointBackend:
         self._schemas: dict[str, list[dict[str, Any]]] = {}
         self._cache: Any = None  # KV cache of the tokens in self._cached, kept between replies
         self._cached: list[int] = []
+        self._context = 0  # with an activated adapter: cached tokens read with the adapter off
 
     def tool_schemas(self, env_name: str) -> list[dict[str, Any]]:
         """The schemas TRL renders in training: ``get_json_schema`` of the adapter's methods."""
@@ -139,15 +140,23 @@ class CheckpointBackend:
         The cache outlives the reply: the next prompt of an interactive episode is this one plus
         the reply and the tool results, and every episode starts with the same system prompt, so
         only the tokens after the longest shared prefix are encoded again (turns cost their new
-        tokens, not the whole conversation)."""
+        tokens, not the whole conversation). With an activated adapter only the cached context
+        before the last turn's assistant turn is kept: that turn's reply was read with the adapter
+        on, and this prompt reads it with the adapter off."""
         import torch
 
+        from pipeline.decoding.activation import activation_start, invocation_of
         from pipeline.decoding.batch_generation import greedy_choice, sampling_choice
 
         temperature, top_p = self.settings.temperature, self.settings.top_p
         greedy = temperature <= 0
         choose = greedy_choice if greedy else sampling_choice(generator, temperature, 0, top_p)
         shared = cached_length(self._cached, prompt)
+        invocation = invocation_of(self.model)
+        start = activation_start(prompt, invocation) if invocation else 0
+        if invocation:
+            shared = min(shared, start, self._context)
+            self._context = start
         past = self._cache if shared else None
         excess = past.get_seq_length() - shared if past is not None else 0
         if excess > 0:  # a negative crop removes that many tokens (a positive one is deprecated)
@@ -156,7 +165,13 @@ class CheckpointBackend:
         with torch.no_grad():
             for _ in range(budget):
                 step_input = torch.tensor([pending], device=self.device)
-                result = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
+                active = {}  # an activated adapter: on from the prompt's assistant turn
+                if invocation:
+                    after = len(fed) + len(pending) - start
+                    active["alora_offsets"] = [max(0, min(len(pending), after))]
+                result = self.model(
+                    input_ids=step_input, past_key_values=past, use_cache=True, **active
+                )
                 past, fed = result.past_key_values, fed + pending
                 token = int(choose(result.logits[:, -1])[0])
                 if token in self.stop_ids:

@@ -129,6 +129,13 @@ class PeftSection:
     """Dropout on the adapter input; 0 keeps GRPO's old/new log-probs comparable."""
     target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
     """Projections that get adapters: all attention and MLP projections."""
+    activated: bool = False
+    """The adapter acts from the reply's assistant turn on (PEFT's activated LoRA): a prompt's
+    context is read by the base model, so the CPU decoders encode each case once per run
+    (pipeline/decoding/activation.py). Saved adapters carry it for PEFT and evaluation."""
+    context_store_gb: float = 8.0
+    """With ``activated``: memory for the run's stored contexts (bfloat16; ~69 MB a 3k-token
+    SmolLM2-135M case); least recently used ones are encoded again past it."""
 
 
 @dataclass

@@ -93,6 +93,7 @@ def validate(cfg: TrainConfig) -> None:
             " (the replies alone need little activation memory) and use_liger_kernel=false"
         )
     _check_context_reuse(m)
+    _check_activated(cfg)
     _check_batches(t, d)
     _check_env_urls(cfg.env, d)
 
@@ -107,6 +108,23 @@ def _check_context_reuse(m: ModelSection) -> None:
             "model.context_reuse=generation reuses the shared-prefix sampler's prompt caches:"
             " it needs model.context_grad=false on the cpu or tiny backend"
         )
+
+
+def _check_activated(cfg: TrainConfig) -> None:
+    """``peft.activated`` needs a LoRA adapter, a chat template with an assistant turn to
+    activate at, and a sampler that passes the activation on (not Unsloth's, not vLLM's)."""
+    p, m = cfg.peft, cfg.model
+    if not p.activated:
+        return
+    if not p.enabled:
+        raise ConfigError("peft.activated is a LoRA adapter's setting: set peft.enabled=true")
+    if m.backend == "unsloth" or cfg.training.get("use_vllm"):
+        raise ConfigError(
+            "peft.activated: Unsloth and vLLM do not apply an activated LoRA; use"
+            " model.backend=cpu/cuda/bnb4bit and training.use_vllm=false"
+        )
+    if p.context_store_gb <= 0:
+        raise ConfigError("peft.context_store_gb must be > 0")
 
 
 def _check_env_urls(e: EnvSection, d: DataSection) -> None:

@@ -36,29 +36,39 @@ def context_logits(
     """Logits predicting each token of ``completions`` ([g, C]) after ``prompt``, the prompt but
     its last token encoded without gradient and shared by the g rows. ``encoded``: that
     encoding's cache when the caller already has it (the step's sampling made it with the same
-    weights), else it is encoded here."""
+    weights), else it is encoded here. With an activated adapter the fixed context is the prompt
+    before its assistant turn, read from the run's ``ContextStore`` (the base model's, the same at
+    every step: no gradient is lost), and the turn's opening tokens run with the adapter."""
     import torch
 
+    from pipeline.decoding.activation import activation_start, invocation_of, store_of
     from pipeline.decoding.batch_generation import encode_prefix
 
     device = completions.device
     g, c = completions.shape
-    context, last = list(prompt[:-1]), prompt[-1]
-    if encoded is None:
+    invocation = invocation_of(model)
+    cut = activation_start(prompt, invocation) if invocation else len(prompt) - 1
+    context, head = list(prompt[:cut]), list(prompt[cut:])
+    if invocation:
+        encoded = store_of(model).get(model, context)
+    elif encoded is None:
         encoded = encode_prefix(model, context).cache  # the shared prefix of batched decoding
     cache = _rows_of(encoded, g)
-    suffix = torch.cat([torch.full((g, 1), last, device=device), completions], dim=1)
-    n = len(context)
-    attention = torch.cat([torch.ones(g, n + 1, dtype=mask.dtype, device=device), mask], dim=1)
-    positions = torch.arange(n, n + 1 + c, device=device).expand(g, -1)
+    heads = torch.tensor([head] * g, dtype=completions.dtype, device=device)
+    suffix = torch.cat([heads, completions], dim=1)
+    n, h = len(context), len(head)
+    attention = torch.cat([torch.ones(g, n + h, dtype=mask.dtype, device=device), mask], dim=1)
+    positions = torch.arange(n, n + h + c, device=device).expand(g, -1)
+    active = {"alora_offsets": [h + c] * g} if invocation else {}
     out = model(
         input_ids=suffix,
         attention_mask=attention,
         position_ids=positions,
         past_key_values=cache,
         use_cache=True,
+        **active,
     )
-    return out.logits[:, :-1, :]
+    return out.logits[:, h - 1 : -1, :]
 
 
 def _rows_of(encoded: Any, g: int) -> Any:

@@ -203,10 +203,16 @@ def _dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def _lora_config(peft_cfg: Any) -> Any:
-    """A PEFT LoraConfig from the config's ``peft`` section."""
+def _lora_config(peft_cfg: Any, tokenizer: Any = None) -> Any:
+    """A PEFT LoraConfig from the config's ``peft`` section; ``peft.activated`` makes it an
+    activated LoRA invoked by ``tokenizer``'s assistant turn."""
     from peft import LoraConfig
 
+    extra: dict[str, Any] = {}
+    if getattr(peft_cfg, "activated", False):
+        from pipeline.decoding.activation import generation_prompt_tokens
+
+        extra["alora_invocation_tokens"] = generation_prompt_tokens(tokenizer)
     return LoraConfig(
         r=peft_cfg.r,
         lora_alpha=peft_cfg.lora_alpha,
@@ -214,6 +220,7 @@ def _lora_config(peft_cfg: Any) -> Any:
         target_modules=list(peft_cfg.target_modules),
         bias="none",
         task_type="CAUSAL_LM",
+        **extra,
     )
 
 
@@ -277,7 +284,11 @@ def load_model_and_tokenizer(
     if use_lora:
         from peft import get_peft_model
 
-        model = get_peft_model(model, _lora_config(peft_cfg))
+        model = get_peft_model(model, _lora_config(peft_cfg, tokenizer))
+        if peft_cfg.activated:
+            from pipeline.decoding.activation import store_of
+
+            store_of(model, int(peft_cfg.context_store_gb * 2**30))
     return model, tokenizer
 
 

@@ -1,0 +1,168 @@
+"""An adapter that acts from the reply's assistant turn on (``peft.activated``), and the contexts it
+lets a run encode once.
+
+With PEFT's activated LoRA (aLoRA, arXiv 2504.12397) the adapter is off for every token before the
+last occurrence of its invocation tokens (here the chat template's generation prompt,
+``<|im_start|>assistant\\n``) and on from there. A steps prompt's context (the system prompt and the
+case so far, 2-4k tokens) is then read by the base model alone, whose weights a LoRA run never
+changes: its keys and values are the same at every step, in sampling, in the loss and in
+evaluation. ``ContextStore`` keeps them for the run, so a case is encoded once instead of once per
+step (~6 s for a 3k-token case on 2 cores), and a step costs the reply's tokens only.
+
+PEFT finds the invocation by searching each forward pass's ``input_ids``. A decoder that feeds a
+prompt in chunks, or one token at a time after a cache, does not show it the invocation (or shows
+it an earlier assistant turn of the conversation), so every forward pass of this package's
+decoders passes ``alora_offsets`` itself: per row, how many of its input positions lie at or after
+the row's activation start, counted from the full prompt (``offsets_from``). A context is always
+encoded with the adapter off; tokens decoded after the prompt always with it on.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+GENERATION_PROMPT_PROBE = [{"role": "user", "content": "x"}]
+
+
+def generation_prompt_tokens(tokenizer: Any) -> list[int]:
+    """The tokens the chat template appends for the assistant's turn (its generation prompt):
+    the invocation of an activated adapter, taken from the template rather than written out."""
+    bare = tokenizer.apply_chat_template(GENERATION_PROMPT_PROBE, tokenize=False)
+    prompted = tokenizer.apply_chat_template(
+        GENERATION_PROMPT_PROBE, tokenize=False, add_generation_prompt=True
+    )
+    if not prompted.startswith(bare) or prompted == bare:
+        raise ValueError("the chat template adds no generation prompt to activate an adapter at")
+    return tokenizer(prompted[len(bare) :], add_special_tokens=False)["input_ids"]
+
+
+def invocation_of(model: Any) -> list[int] | None:
+    """The active adapter's invocation tokens when ``model`` is an activated LoRA, else None."""
+    model = getattr(model, "module", model)  # a DDP wrapper's model
+    configs = getattr(model, "peft_config", None)
+    if not configs:
+        return None
+    active = getattr(model, "active_adapter", None)
+    config = configs.get(active) if isinstance(active, str) else None
+    tokens = getattr(config, "alora_invocation_tokens", None)
+    return list(tokens) if tokens else None
+
+
+def activation_start(ids: Sequence[int], invocation: Sequence[int]) -> int:
+    """Index where the last ``invocation`` in ``ids`` starts: the adapter acts from there on."""
+    k = len(invocation)
+    target = list(invocation)
+    for start in range(len(ids) - k, -1, -1):
+        if list(ids[start : start + k]) == target:
+            return start
+    raise ValueError("the prompt holds no assistant turn to activate the adapter at")
+
+
+def offsets_from(positions: Any, starts: Sequence[int] | None) -> list[int]:
+    """Per row, how many of its input ``positions`` ([rows, T], absolute, nondecreasing) are at or
+    after its activation start: the adapter acts on that many trailing positions (PEFT's
+    ``alora_offsets``). ``starts`` None: every position is after the prompt (decoding)."""
+    import torch
+
+    rows, width = positions.shape
+    if starts is None:
+        return [width] * rows
+    begin = torch.tensor(list(starts), device=positions.device).unsqueeze(1)
+    return (positions >= begin).sum(dim=1).tolist()
+
+
+def adapter_kwargs(model: Any, positions: Any, starts: Sequence[int] | None) -> dict[str, Any]:
+    """The ``alora_offsets`` a forward pass of ``model`` over ``positions`` needs ({} for any
+    other model)."""
+    if invocation_of(model) is None:
+        return {}
+    return {"alora_offsets": offsets_from(positions, starts)}
+
+
+def context_kwargs(model: Any, rows: int = 1) -> dict[str, Any]:
+    """A forward pass over context only: the adapter off on every position ({} for any other
+    model, whose adapter, if any, reads the context too)."""
+    return {"alora_offsets": [0] * rows} if invocation_of(model) is not None else {}
+
+
+class ContextStore:
+    """Base-model caches of contexts, kept for the run, least recently used dropped past a budget.
+
+    Stored in bfloat16 (a 3k-token SmolLM2-135M context: ~69 MB instead of 138) and handed out in
+    the model's dtype, a fresh copy each time (decoders read them, forward passes grow copies)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._caches: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.encoded = 0  # contexts encoded (the rest were read from the store)
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._caches)
+
+    def get(self, model: Any, context: Sequence[int]) -> Any:
+        """A cache of ``context`` as the base model reads it (``model``'s adapter off)."""
+        from pipeline.decoding.preallocated_cache import cache_of
+
+        key = tuple(context)
+        with self._lock:
+            layers = self._caches.get(key)
+            if layers is not None:
+                self._caches.move_to_end(key)
+                self.hits += 1
+        if layers is None:
+            layers = self._encode(model, key)
+        dtype = next(model.parameters()).dtype
+        return cache_of([_layer(k.to(dtype), v.to(dtype)) for k, v in layers])
+
+    def _encode(self, model: Any, key: tuple[int, ...]) -> list[tuple[Any, Any]]:
+        import torch
+
+        device = next(model.parameters()).device
+        with torch.no_grad():
+            out = model(
+                input_ids=torch.tensor([key], device=device),
+                use_cache=True,
+                logits_to_keep=1,
+                **context_kwargs(model),
+            )
+        layers = [(x.keys.bfloat16(), x.values.bfloat16()) for x in out.past_key_values.layers]
+        size = sum(k.numel() * k.element_size() * 2 for k, _ in layers)
+        with self._lock:
+            self.encoded += 1
+            if size <= self.max_bytes:
+                self._caches[key] = layers
+                self._bytes += size
+                while self._bytes > self.max_bytes:
+                    _, dropped = self._caches.popitem(last=False)
+                    self._bytes -= sum(k.numel() * k.element_size() * 2 for k, _ in dropped)
+        return layers
+
+
+def _layer(keys: Any, values: Any) -> Any:
+    from transformers.cache_utils import DynamicLayer
+
+    layer = DynamicLayer()
+    layer.lazy_initialization(keys, values)
+    layer.keys, layer.values = keys, values
+    return layer
+
+
+_STORES: weakref.WeakKeyDictionary[Any, ContextStore] = weakref.WeakKeyDictionary()
+DEFAULT_STORE_BYTES = 8 * 2**30
+
+
+def store_of(model: Any, max_bytes: int = DEFAULT_STORE_BYTES) -> ContextStore:
+    """The run's context store of ``model``'s base model (one per base model object: its weights
+    are what the contexts depend on, and an activated LoRA run never changes them)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    store = _STORES.get(base)
+    if store is None:
+        store = _STORES[base] = ContextStore(max_bytes)
+    return store
