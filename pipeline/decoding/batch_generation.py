@@ -117,6 +117,7 @@ def generate(
     resume: Sequence[RowKV | None] | None = None,
     states: list[RowKV] | None = None,
     ban: Callable[[list[int]], list[int]] | None = None,
+    decide: Callable[[list[int], int, Any], int] | None = None,
 ) -> list[list[int]]:
     """Continuations of token-id ``prompts``, in order.
 
@@ -138,6 +139,8 @@ def generate(
         states: If a list, each prompt's ``RowKV`` (prompt and reply after the prefix) is
             appended to it, in order, for the next turn's ``resume``. Needs ``prefix``.
         ban: ``ban(reply_so_far)`` lists tokens a row may not write next (``no_repeat_ngram``).
+        decide: ``decide(reply_so_far, token, logits)`` may replace a chosen token (a held
+            decision rate's rule, ``pipeline.decoding.decision_rate``).
 
     With an activated adapter (``pipeline.decoding.activation``) each row's adapter acts from its
     prompt's last assistant turn on; the shared prefix must end before every row's, and rows
@@ -188,6 +191,7 @@ def generate(
                     states is not None,
                     ban,
                     [starts[i] for i in chosen] if starts is not None else None,
+                    decide,
                 )
                 for i, reply in zip(chosen, out, strict=True):
                     replies[i] = reply
@@ -260,6 +264,7 @@ def _decode_batch(
     keep_states: bool = False,
     ban: Callable[[list[int]], list[int]] | None = None,
     starts: Sequence[int] | None = None,
+    decide: Callable[[list[int], int, Any], int] | None = None,
 ) -> tuple[list[list[int]], list[RowKV]]:
     """Left-pad the suffixes after the shared prefix and decode them together; with
     ``keep_states``, also return each row's keys and values (suffix and reply) for its next turn."""
@@ -314,6 +319,10 @@ def _decode_batch(
                     if not done[index] and (banned := ban(out[row])):
                         logits[index, banned] = float("-inf")
             token = choose(logits)
+            if decide is not None:
+                for index, row in enumerate(rows):
+                    if not done[index]:
+                        token[index] = decide(out[row], int(token[index]), logits[index])
             stopped = torch.isin(token, stops)
             for i in (~done & (~stopped | keep_stop)).nonzero().flatten().tolist():
                 out[rows[i]].append(int(token[i]))

@@ -114,6 +114,7 @@ class LockstepBackend:
                 resume=[self._rows.get(r.episode) for r in batch] if keep else None,
                 states=states,
                 finished=self.finished,
+                decide=rate.decide if (rate := self.backend.decision_rate) else None,
             )
             if states is not None:
                 self._keep(batch, states)

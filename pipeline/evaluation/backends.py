@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from env.registry import env_class
+from pipeline.decoding.decision_rate import DecisionRate
 from pipeline.decoding.kv_rows import cached_length
 
 logger = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class CheckpointBackend:
         self._cache: Any = None  # KV cache of the tokens in self._cached, kept between replies
         self._cached: list[int] = []
         self._context = 0  # with an activated adapter: cached tokens read with the adapter off
+        self.decision_rate = DecisionRate.load(path)  # saved by rewards.decision_rate: held
 
     def tool_schemas(self, env_name: str) -> list[dict[str, Any]]:
         """The schemas TRL renders in training: ``get_json_schema`` of the adapter's methods."""
@@ -174,6 +176,8 @@ class CheckpointBackend:
                 )
                 past, fed = result.past_key_values, fed + pending
                 token = int(choose(result.logits[:, -1])[0])
+                if self.decision_rate is not None:  # a held rate decides between decisions
+                    token = self.decision_rate.decide(out, token, result.logits[0, -1])
                 if token in self.stop_ids:
                     break
                 out.append(token)

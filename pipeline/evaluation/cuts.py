@@ -116,6 +116,7 @@ def batched_replies(
         batch_size,
         finished=decision_reached(tok, terminal_tools({r["env"] for r in rows})),
         ban=guard(no_repeat_ngram) if no_repeat_ngram else None,
+        decide=backend.decision_rate.decide if backend.decision_rate else None,
     )
     logger.info(
         "%s: %d replies (%d prompt tokens, %d new) in %.0f s",

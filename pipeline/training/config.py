@@ -187,6 +187,12 @@ class RewardsSection:
     advantage trains only the token naming the decision) | decision_likelihood (that, each case's
     push weighted by 2 P(wrong decision): the right decision's log-likelihood; a drift of the rate
     is pulled back; pipeline/training/branch_credit.py)."""
+    decision_rate: str = "free"
+    """free (the adapter sets how often each decision is taken) | held (one learned offset on the
+    decisions' log-odds does, and the adapter's updates are kept off it; needs peft.activated and
+    decision_likelihood credit; pipeline/training/rate_hold.py)."""
+    rate_lr: float = 1.0
+    """With decision_rate: held, the offset's SGD step size (logits per unit of its gradient)."""
 
 
 @dataclass

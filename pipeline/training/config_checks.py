@@ -94,6 +94,7 @@ def validate(cfg: TrainConfig) -> None:
         )
     _check_context_reuse(m)
     _check_activated(cfg)
+    _check_decision_rate(cfg)
     _check_batches(t, d)
     _check_env_urls(cfg.env, d)
 
@@ -125,6 +126,25 @@ def _check_activated(cfg: TrainConfig) -> None:
         )
     if p.context_store_gb <= 0:
         raise ConfigError("peft.context_store_gb must be > 0")
+
+
+def _check_decision_rate(cfg: TrainConfig) -> None:
+    """A held rate reads each case's log-odds from its stored context (``peft.activated``), and
+    weighs the decision branches' pushes by them (``decision_likelihood`` credit)."""
+    r = cfg.rewards
+    if r.decision_rate not in ("free", "held"):
+        raise ConfigError(f"rewards.decision_rate {r.decision_rate!r}: choose free or held")
+    if r.decision_rate == "free":
+        return
+    if r.branch_credit != "decision_likelihood" or not cfg.peft.activated:
+        raise ConfigError(
+            "rewards.decision_rate=held needs rewards.branch_credit=decision_likelihood (with"
+            " data.decision_branches) and peft.activated=true"
+        )
+    if world_size() > 1:
+        raise ConfigError("rewards.decision_rate=held runs in one process (the CPU sampler)")
+    if not r.rate_lr > 0:
+        raise ConfigError("rewards.rate_lr must be > 0")
 
 
 def _check_env_urls(e: EnvSection, d: DataSection) -> None:

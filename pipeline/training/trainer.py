@@ -212,8 +212,14 @@ def build_trainer(
         if credit != "total":
             from pipeline.training.branch_credit import branch_credit_trainer
 
-            tokens, likelihood = credit != "decision", credit == "decision_likelihood"
+            held = cfg.rewards.decision_rate == "held"  # it weighs by d + offset itself
+            tokens = credit != "decision"
+            likelihood = credit == "decision_likelihood" and not held
             GRPOTrainer = branch_credit_trainer(GRPOTrainer, tokens, likelihood)  # noqa: N806
+            if held:
+                from pipeline.training.rate_hold import rate_hold_trainer
+
+                GRPOTrainer = rate_hold_trainer(GRPOTrainer, cfg.rewards.rate_lr)  # noqa: N806
     if not cfg.model.context_grad:
         from pipeline.training.context_grad import context_grad_trainer
 
