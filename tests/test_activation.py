@@ -271,3 +271,39 @@ def test_lockstep_episodes_of_an_activated_adapter_equal_sequential_ones(saved) 
         expected = play(env.make("support"), alone, task, seed)
         assert policies[seed].messages == alone.messages
         assert episode.report.steps == expected.report.steps
+
+
+@pytest.mark.parametrize("adapter", [True, False])
+def test_stored_contexts_give_the_same_replies_encoding_only_the_last_turn(adapter) -> None:
+    """An evaluation batch resumed from the store (an activated adapter, or a plain model whose
+    contexts are the base's too) decodes what whole-sequence forward passes decode."""
+    from pipeline.decoding.activation import reads_context_as_base, stored_rows
+
+    model, tok = _activated(seed=6) if adapter else tiny_model(seed=6, style="compact")
+    model.eval()
+    assert reads_context_as_base(model)
+    prompts = [_prompt(tok, "A", turns=2), _prompt(tok, "Bee bee", turns=3)]
+    expected = [_reference(model, p, 6) for p in prompts]
+    invocation = generation_prompt_tokens(tok)
+    prefix, rows = stored_rows(model, prompts, invocation)
+    assert [len(prefix.ids) + len(r.ids) for r in rows] == [len(p) - 4 for p in prompts]
+    fed: list[int] = []
+    hook = model.register_forward_pre_hook(
+        lambda _m, _a, kw: fed.append(kw["input_ids"].shape[1]), with_kwargs=True
+    )
+    got = generate(model, prompts, 6, {STOP}, tok.pad_token_id, prefix=prefix, resume=rows)
+    hook.remove()
+    assert got == expected
+    assert fed[0] == 4  # the prefill: each row's assistant turn only
+
+
+def test_a_resumed_row_may_not_reach_past_its_activation_start(activated) -> None:
+    from pipeline.decoding.activation import stored_rows
+    from pipeline.decoding.kv_rows import RowKV
+
+    model, tok = activated
+    prompt = _prompt(tok, "A")
+    prefix, (row,) = stored_rows(model, [prompt], generation_prompt_tokens(tok))
+    longer = RowKV(row.ids + prompt[len(prefix.ids) + len(row.ids) :][:1], row.keys, row.values)
+    with pytest.raises(ValueError, match="past its prompt's activation start"):
+        generate(model, [prompt], 2, {STOP}, tok.pad_token_id, prefix=prefix, resume=[longer])

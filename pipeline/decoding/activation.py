@@ -154,15 +154,69 @@ def _layer(keys: Any, values: Any) -> Any:
     return layer
 
 
-_STORES: weakref.WeakKeyDictionary[Any, ContextStore] = weakref.WeakKeyDictionary()
+_STORES: dict[tuple[Any, ...], ContextStore] = {}
+_FINGERPRINTS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 DEFAULT_STORE_BYTES = 8 * 2**30
 
 
-def store_of(model: Any, max_bytes: int = DEFAULT_STORE_BYTES) -> ContextStore:
-    """The run's context store of ``model``'s base model (one per base model object: its weights
-    are what the contexts depend on, and an activated LoRA run never changes them)."""
+def base_fingerprint(model: Any) -> tuple[Any, ...]:
+    """What a context's encoding depends on: the base model's name, dtype and weights (the sum of
+    its input embeddings stands for them). Two loads of one base share a fingerprint, so a run's
+    evaluations (the untrained model, the warm start, the trained adapter) share its contexts."""
+    import torch
+
+    model = getattr(model, "module", model)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    store = _STORES.get(base)
+    held = _FINGERPRINTS.get(base)
+    if held is None:
+        embedding = base.get_input_embeddings().weight
+        with torch.no_grad():
+            total = float(embedding.double().sum())
+        held = (base.config._name_or_path, str(embedding.dtype), tuple(embedding.shape), total)
+        _FINGERPRINTS[base] = held
+    return held
+
+
+def store_of(model: Any, max_bytes: int | None = None) -> ContextStore:
+    """The process's context store for ``model``'s base model: an activated LoRA run never
+    changes those weights, so its contexts are the same for the whole run (and for any
+    evaluation in the process of a model on the same base). ``max_bytes`` sets its budget
+    (default ``DEFAULT_STORE_BYTES``)."""
+    key = base_fingerprint(model)
+    store = _STORES.get(key)
     if store is None:
-        store = _STORES[base] = ContextStore(max_bytes)
+        store = _STORES[key] = ContextStore(max_bytes or DEFAULT_STORE_BYTES)
+    elif max_bytes is not None:
+        store.max_bytes = max_bytes
     return store
+
+
+def reads_context_as_base(model: Any) -> bool:
+    """Whether ``model`` encodes a prompt's context as its base model does: an activated adapter
+    or no adapter at all (its stored contexts serve it)."""
+    return invocation_of(model) is not None or not getattr(model, "peft_config", None)
+
+
+def stored_rows(
+    model: Any, prompts: Sequence[Sequence[int]], invocation: Sequence[int]
+) -> tuple[Any, list[Any]]:
+    """The shared prefix and each row's context after it, read from the store: what
+    ``batch_generation.generate(prefix=..., resume=...)`` needs to encode only each prompt's last
+    turn. The context of a prompt ends where its last ``invocation`` starts."""
+    from pipeline.decoding.kv_rows import RowKV, SharedPrefix
+    from pipeline.decoding.preallocated_cache import cache_of
+
+    starts = [activation_start(p, invocation) for p in prompts]
+    shared = 0
+    while shared < min(starts) and all(p[shared] == prompts[0][shared] for p in prompts):
+        shared += 1
+    store, rows, prefix = store_of(model), [], None
+    for prompt, start in zip(prompts, starts, strict=True):
+        layers = store.get(model, prompt[:start]).layers
+        if prefix is None:
+            head = [_layer(x.keys[:, :, :shared], x.values[:, :, :shared]) for x in layers]
+            prefix = SharedPrefix(list(prompt[:shared]), cache_of(head))
+        keys = [x.keys[0, :, shared:start] for x in layers]
+        values = [x.values[0, :, shared:start] for x in layers]
+        rows.append(RowKV(list(prompt[shared:start]), keys, values))
+    return prefix, rows

@@ -143,9 +143,9 @@ def generate(
             decision rate's rule, ``pipeline.decoding.decision_rate``).
 
     With an activated adapter (``pipeline.decoding.activation``) each row's adapter acts from its
-    prompt's last assistant turn on; the shared prefix must end before every row's, and rows
-    are not resumed (a kept turn's reply was read with the adapter on, which the next turn's
-    prompt reads with it off).
+    prompt's last assistant turn on; the shared prefix must end before every row's, and a resumed
+    row may hold only context (a kept turn's reply was read with the adapter on, which the next
+    turn's prompt reads with it off: ``states`` hold it, and their keeper cuts it off).
     """
     import torch
 
@@ -157,8 +157,10 @@ def generate(
         raise ValueError("resume and states need a fixed shared prefix")
     invocation = invocation_of(model)
     starts = [activation_start(p, invocation) for p in prompts] if invocation else None
-    if starts is not None and (resume is not None or states is not None):
-        raise ValueError("an activated adapter's rows cannot be resumed from an earlier turn")
+    if starts is not None and resume is not None and prefix is not None:
+        for row, start in zip(resume, starts, strict=True):  # kept keys: read adapter off
+            if row is not None and len(prefix.ids) + len(row.ids) > start:
+                raise ValueError("a resumed row reaches past its prompt's activation start")
     replies: list[list[int]] = [[] for _ in prompts]
     try:
         with torch.no_grad():

@@ -52,6 +52,11 @@ class RowKV:
         """Leading tokens of ``suffix`` whose keys and values this row holds."""
         return cached_length(self.ids, suffix)
 
+    def head(self, n: int) -> RowKV:
+        """The first ``n`` tokens' keys and values (copies: the rest is freed)."""
+        keys = [k[:, :n].clone() for k in self.keys]
+        return RowKV(self.ids[:n], keys, [v[:, :n].clone() for v in self.values])
+
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))

@@ -101,8 +101,7 @@ class LockstepBackend:
         try:
             prompts = [r.ids for r in batch]
             prefix = self._shared_prefix(prompts)
-            keep = prefix is not None and invocation_of(self.backend.model) is None
-            states: list[RowKV] | None = [] if keep else None
+            states: list[RowKV] | None = [] if prefix is not None else None
             replies = generate(
                 self.backend.model,
                 prompts,
@@ -111,7 +110,7 @@ class LockstepBackend:
                 pad,
                 self.batch_size,
                 prefix=prefix,
-                resume=[self._rows.get(r.episode) for r in batch] if keep else None,
+                resume=[self._rows.get(r.episode) for r in batch] if prefix else None,
                 states=states,
                 finished=self.finished,
                 decide=rate.decide if (rate := self.backend.decision_rate) else None,
@@ -130,8 +129,7 @@ class LockstepBackend:
     def _shared_prefix(self, prompts: list[list[int]]) -> SharedPrefix | None:
         """The first batch's common prefix (the system prompt and tools), encoded once; None when
         a prompt does not start with it (then the batch is decoded without kept caches). With an
-        activated adapter it ends before the first assistant turn, and turns are not resumed (an
-        earlier reply was read with the adapter on; the next prompt reads it with it off)."""
+        activated adapter it ends before the first assistant turn."""
         from pipeline.decoding.batch_generation import common_prefix, encode_prefix
 
         if self._prefix is None:
@@ -144,8 +142,14 @@ class LockstepBackend:
         return self._prefix if all(self._prefix.starts(p) for p in prompts) else None
 
     def _keep(self, batch: list[_Request], states: list[RowKV]) -> None:
-        """Keep each episode's newest keys and values while they fit ``ROW_CACHE_BYTES``."""
+        """Keep each episode's newest keys and values while they fit ``ROW_CACHE_BYTES``. With an
+        activated adapter only its context's: the turn's reply was read with the adapter on, and
+        the next prompt reads it with the adapter off."""
+        invocation = invocation_of(self.backend.model)
         for request, state in zip(batch, states, strict=True):
+            if invocation is not None and self._prefix is not None:
+                start = activation_start(request.ids, invocation)
+                state = state.head(start - len(self._prefix.ids))
             old = self._rows.pop(request.episode, None)
             held = sum(r.nbytes for r in self._rows.values())
             if held + state.nbytes <= ROW_CACHE_BYTES:

@@ -15,6 +15,7 @@ reply is the plan they play from the opening (``always_file`` files whatever the
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -91,6 +92,11 @@ def batched_replies(
     prompts need; plan-mode evaluation keeps a base model's own template. ``no_repeat_ngram``
     > 0 forbids a reply to repeat any of its own n-grams (``batch_generation.no_repeat_ngram``).
     ``batch_size`` None: a GPU decodes a held-out set in a few batches of 64, a CPU in batches of 8."""
+    from pipeline.decoding.activation import (
+        generation_prompt_tokens,
+        reads_context_as_base,
+        stored_rows,
+    )
     from pipeline.decoding.batch_generation import generate
     from pipeline.decoding.batch_generation import no_repeat_ngram as guard
     from pipeline.decoding.trainer_sampling import decision_reached, terminal_tools
@@ -107,17 +113,31 @@ def batched_replies(
     start = time.perf_counter()
     if batch_size is None:
         batch_size = GPU_BATCH if backend.device == "cuda" else CPU_BATCH
-    tokens = generate(
+    decode = functools.partial(
+        generate,
         backend.model,
-        ids,
-        max_new_tokens,
-        backend.stop_ids,
-        tok.pad_token_id,
-        batch_size,
+        max_new_tokens=max_new_tokens,
+        stop_ids=backend.stop_ids,
+        pad_id=tok.pad_token_id,
         finished=decision_reached(tok, terminal_tools({r["env"] for r in rows})),
         ban=guard(no_repeat_ngram) if no_repeat_ngram else None,
         decide=backend.decision_rate.decide if backend.decision_rate else None,
     )
+    # On a CPU each case's context comes from the process's store: encoded once for every stage
+    # of a run whose model reads it as the base model does (pipeline/decoding/activation.py).
+    if backend.device == "cpu" and reads_context_as_base(backend.model):
+        tokens: list[list[int]] = [[] for _ in ids]
+        invocation = generation_prompt_tokens(tok)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for begin in range(0, len(order), batch_size):
+            chosen = order[begin : begin + batch_size]
+            prompts = [ids[i] for i in chosen]
+            prefix, kept = stored_rows(backend.model, prompts, invocation)
+            out = decode(prompts, batch_size=len(chosen), prefix=prefix, resume=kept)
+            for i, reply in zip(chosen, out, strict=True):
+                tokens[i] = reply
+    else:
+        tokens = decode(ids, batch_size=batch_size)
     logger.info(
         "%s: %d replies (%d prompt tokens, %d new) in %.0f s",
         path,
