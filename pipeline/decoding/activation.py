@@ -211,12 +211,16 @@ def stored_rows(
     while shared < min(starts) and all(p[shared] == prompts[0][shared] for p in prompts):
         shared += 1
     store, rows, prefix = store_of(model), [], None
+    seen: dict[tuple[int, ...], Any] = {}  # rows of one case share its keys and values
     for prompt, start in zip(prompts, starts, strict=True):
-        layers = store.get(model, prompt[:start]).layers
-        if prefix is None:
-            head = [_layer(x.keys[:, :, :shared], x.values[:, :, :shared]) for x in layers]
-            prefix = SharedPrefix(list(prompt[:shared]), cache_of(head))
-        keys = [x.keys[0, :, shared:start] for x in layers]
-        values = [x.values[0, :, shared:start] for x in layers]
-        rows.append(RowKV(list(prompt[shared:start]), keys, values))
+        context = tuple(prompt[:start])
+        if context not in seen:
+            layers = store.get(model, context).layers
+            if prefix is None:
+                head = [_layer(x.keys[:, :, :shared], x.values[:, :, :shared]) for x in layers]
+                prefix = SharedPrefix(list(prompt[:shared]), cache_of(head))
+            keys = [x.keys[0, :, shared:start] for x in layers]
+            values = [x.values[0, :, shared:start] for x in layers]
+            seen[context] = RowKV(list(prompt[shared:start]), keys, values)
+        rows.append(seen[context])
     return prefix, rows
