@@ -94,8 +94,9 @@ def test_batched_decoding_equals_pefts_whole_sequence(activated, monkeypatch) ->
 
 
 def test_group_sampling_reads_the_context_from_the_store(activated) -> None:
-    """``generate_by_prompt`` decodes each group after its base-model context, encoded once per
-    run: a second step over the same prompts encodes nothing."""
+    """``generate_by_prompt`` decodes a batch's groups together, each row after its case's
+    base-model context, encoded once per run: a second step over the same prompts encodes
+    nothing, and each reply is PEFT's whole-sequence one."""
     model, tok = activated
     prompts = [_prompt(tok, "A"), _prompt(tok, "C", turns=2)]
     opening = tok('<tool_call>{"name": "', add_special_tokens=False)["input_ids"]
