@@ -258,3 +258,16 @@ def test_the_loss_weighs_each_decision_token_by_the_held_log_odds(tmp_path, monk
 def test_a_held_rate_is_checked(overrides, message) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(ROOT / "configs/cpu_steps.yaml", overrides)
+
+
+def test_an_evaluation_loss_holds_nothing(tmp_path) -> None:
+    """Without gradients (TRL's evaluation) the loss is TRL's and no step's window fills."""
+    from pipeline.training.trainer import build_trainer
+
+    trainer = build_trainer(_held_config(tmp_path)).trainer
+    rows = list(trainer.train_dataset)[:1]
+    out = trainer._generate_and_score_completions([rows[0]] * 4)
+    trainer.current_gradient_accumulation_steps = 1
+    with torch.no_grad():
+        loss = trainer.compute_loss(trainer.model, out)
+    assert torch.isfinite(loss) and trainer._window.rate_grad is None

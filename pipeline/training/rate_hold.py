@@ -112,7 +112,7 @@ def rate_hold_trainer(base: type, rate_lr: float = 1.0) -> type:
                             if m
                         )
                     )
-            if not rows:
+            if not rows or not torch.is_grad_enabled():  # evaluation: no step to hold
                 return super()._compute_loss(model, inputs)
             cases = list(dict.fromkeys(prompts))
             d = torch.stack(
