@@ -122,27 +122,23 @@ class ContextStore:
         return cache_of([_layer(k.to(dtype), v.to(dtype)) for k, v in layers])
 
     def _encode(self, model: Any, key: tuple[int, ...]) -> list[tuple[Any, Any]]:
-        import torch
+        from pipeline.decoding.batch_generation import encode_prefix  # a context: adapter off
 
-        device = next(model.parameters()).device
-        with torch.no_grad():
-            out = model(
-                input_ids=torch.tensor([key], device=device),
-                use_cache=True,
-                logits_to_keep=1,
-                **context_kwargs(model),
-            )
-        layers = [(x.keys.bfloat16(), x.values.bfloat16()) for x in out.past_key_values.layers]
-        size = sum(k.numel() * k.element_size() * 2 for k, _ in layers)
+        cache = encode_prefix(model, list(key)).cache
+        layers = [(x.keys.bfloat16(), x.values.bfloat16()) for x in cache.layers]
+        size = _nbytes(layers)
         with self._lock:
             self.encoded += 1
             if size <= self.max_bytes:
                 self._caches[key] = layers
                 self._bytes += size
                 while self._bytes > self.max_bytes:
-                    _, dropped = self._caches.popitem(last=False)
-                    self._bytes -= sum(k.numel() * k.element_size() * 2 for k, _ in dropped)
+                    self._bytes -= _nbytes(self._caches.popitem(last=False)[1])
         return layers
+
+
+def _nbytes(layers: list[tuple[Any, Any]]) -> int:
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
 
 
 def _layer(keys: Any, values: Any) -> Any:
