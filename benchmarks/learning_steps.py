@@ -79,6 +79,19 @@ def evaluate_horizon(policy: str, episodes: int, reply_tokens: int, lockstep: in
     return result
 
 
+def context_dtype(overrides: list[str]) -> None:
+    """Every stage's context store encodes in the run's ``peft.context_dtype`` (the untrained
+    evaluation runs before the training config builds its store)."""
+    import torch
+
+    from pipeline.decoding.activation import encode_contexts_in
+
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.strip() == "peft.context_dtype" and value.strip() not in ("", "null", "None"):
+            encode_contexts_in(getattr(torch, value.strip()))
+
+
 def saved_evaluation(out: Path, stage: str, n_cuts: int) -> tuple[Any, Any] | None:
     """A stage's saved cut and horizon evaluations in ``out``, if both are there and the cuts
     are the ``n_cuts`` this run scores (``--reuse-evals``: an interrupted run resumes after its
@@ -129,6 +142,7 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
 
     cuts.update(scripted_cuts(rows, out))
     horizon.update(scripted_horizon(args.horizon_episodes, out))
+    context_dtype(args.steps_set or [])
     evaluate_stage("untrained", f"checkpoint:{base}")
     overrides = [
         f"output_dir={out / 'run'}",

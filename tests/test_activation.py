@@ -115,6 +115,24 @@ def test_group_sampling_reads_the_context_from_the_store(activated) -> None:
         assert reply == opening + _reference(model, prompt + opening, 10 - len(opening))
 
 
+def test_decision_branches_of_unequal_openings_decode_in_one_batch(activated) -> None:
+    """Both branches' rows of every group in one call: each reply is its opening and PEFT's
+    continuation, cut at the completion budget whatever its opening's length."""
+    model, tok = activated
+    prompts = [_prompt(tok, "A"), _prompt(tok, "C", turns=2)]
+    short = tok('<tool_call>{"name": "close', add_special_tokens=False)["input_ids"]
+    long = tok('<tool_call>{"name": "file_sar_report', add_special_tokens=False)["input_ids"]
+    assert len(long) > len(short)
+    rows, budget = [prompts[0]] * 2 + [prompts[1]] * 2, len(long) + 5
+    replies = generate_by_prompt(
+        model, rows, budget, {STOP}, tok.pad_token_id, openings=[short, long]
+    )
+    for prompt, pair in zip(prompts, (replies[:2], replies[2:]), strict=True):
+        for opening, reply in zip((short, long), pair, strict=True):
+            assert len(reply) == budget
+            assert reply == opening + _reference(model, prompt + opening, budget - len(opening))
+
+
 def test_the_losss_logits_are_pefts_and_train_the_adapter(activated) -> None:
     model, tok = activated
     prompt = _prompt(tok, "A", turns=2)
@@ -146,6 +164,33 @@ def test_the_store_keeps_a_budget_and_drops_the_least_recently_used() -> None:
     assert store.encoded == 3  # kept
     store.get(model, contexts[0])
     assert store.encoded == 4  # the oldest was dropped and encoded again
+
+
+def test_a_bfloat16_store_encodes_in_a_frozen_copy_the_adapter_never_reaches() -> None:
+    """``encode_dtype``: contexts come from one bfloat16 copy of the model, made once; the model
+    stays float32 and trainable; the copy's stale adapter does not matter (it is off on a
+    context), and its keys match a float32 encoding to bfloat16's precision."""
+    model, tok = _activated(seed=5)
+    contexts = [_prompt(tok, case)[:-4] for case in ("A", "B")]
+    store = ContextStore(max_bytes=2**30, encode_dtype=torch.bfloat16)
+    got = [layer.keys for layer in store.get(model, contexts[0]).layers]
+    encoder = store._encoder
+    assert encoder is not model and next(encoder.parameters()).dtype == torch.bfloat16
+    assert not any(p.requires_grad for p in encoder.parameters())
+    assert next(model.parameters()).dtype == torch.float32
+    assert any(p.requires_grad for p in model.parameters())
+    for mine, exact in zip(got, _layers(model, contexts[0]), strict=True):
+        assert mine.dtype == torch.float32
+        assert (mine - exact).abs().max() <= 0.05 * exact.abs().max()
+    with torch.no_grad():  # a training step moves the adapter; the copy keeps the old one
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.add_(1.0)
+    second = store.get(model, contexts[1]).layers
+    assert store._encoder is encoder and store.encoded == 2
+    fresh = ContextStore(max_bytes=2**30, encode_dtype=torch.bfloat16).get(model, contexts[1])
+    for a, b in zip(second, fresh.layers, strict=True):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
 def _layers(model, context: list[int]) -> list:
@@ -235,6 +280,7 @@ def test_a_steps_run_trains_an_activated_adapter_encoding_each_case_once(
         (["training.use_vllm=true", "model.backend=transformers"], "do not apply an activated"),
         (["model.backend=unsloth"], "do not apply an activated"),
         (["peft.context_store_gb=0"], "context_store_gb"),
+        (["peft.context_dtype=int8"], "context_dtype"),
     ],
 )
 def test_activated_needs_a_lora_adapter_the_decoders_can_activate(overrides, message) -> None:
@@ -245,6 +291,16 @@ def test_activated_needs_a_lora_adapter_the_decoders_can_activate(overrides, mes
     root = Path(__file__).resolve().parents[1]
     with pytest.raises(ConfigError, match=message):
         load_config(root / "configs/cpu_steps.yaml", ["peft.activated=true", *overrides])
+
+
+def test_a_context_dtype_without_an_activated_adapter_is_refused() -> None:
+    from pathlib import Path
+
+    from pipeline.training.config import ConfigError, load_config
+
+    root = Path(__file__).resolve().parents[1]
+    with pytest.raises(ConfigError, match="peft.activated"):
+        load_config(root / "configs/cpu_steps.yaml", ["peft.context_dtype=bfloat16"])
 
 
 def test_lockstep_episodes_of_an_activated_adapter_equal_sequential_ones(saved) -> None:

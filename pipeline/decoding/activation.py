@@ -93,10 +93,18 @@ class ContextStore:
     """Base-model caches of contexts, kept for the run, least recently used dropped past a budget.
 
     Stored in bfloat16 (a 3k-token SmolLM2-135M context: ~69 MB instead of 138) and handed out in
-    the model's dtype, a fresh copy each time (decoders read them, forward passes grow copies)."""
+    the model's dtype, a fresh copy each time (decoders read them, forward passes grow copies).
 
-    def __init__(self, max_bytes: int) -> None:
+    ``encode_dtype`` (e.g. ``torch.bfloat16``): contexts are encoded by a frozen copy of the model
+    in that dtype instead of by the model itself. On a CPU with bfloat16 matrix units (AMX) a 3k-token
+    SmolLM2-135M context then takes ~3 s instead of ~10 (benchmarks/bench_context_store.py); the
+    keys and values differ from a float32 encoding by bfloat16's rounding inside the pass too, not
+    only in storage."""
+
+    def __init__(self, max_bytes: int, encode_dtype: Any = None) -> None:
         self.max_bytes = max_bytes
+        self.encode_dtype = encode_dtype
+        self._encoder: Any = None
         self._caches: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -124,7 +132,7 @@ class ContextStore:
     def _encode(self, model: Any, key: tuple[int, ...]) -> list[tuple[Any, Any]]:
         from pipeline.decoding.batch_generation import encode_prefix  # a context: adapter off
 
-        cache = encode_prefix(model, list(key)).cache
+        cache = encode_prefix(self._encoder_for(model), list(key)).cache
         layers = [(x.keys.bfloat16(), x.values.bfloat16()) for x in cache.layers]
         size = _nbytes(layers)
         with self._lock:
@@ -135,6 +143,27 @@ class ContextStore:
                 while self._bytes > self.max_bytes:
                     self._bytes -= _nbytes(self._caches.popitem(last=False)[1])
         return layers
+
+    def _encoder_for(self, model: Any) -> Any:
+        """The model that encodes contexts: ``model``, or its frozen copy in ``encode_dtype`` (made
+        once: the store's contexts depend on the base weights only, which a LoRA run never
+        changes; the copy's adapter, stale after a step, is off on every context position)."""
+        import copy
+
+        import torch
+
+        model = getattr(model, "module", model)
+        if self.encode_dtype is None or next(model.parameters()).dtype == self.encode_dtype:
+            return model
+        with self._lock:
+            if self._encoder is None:
+                with torch.no_grad():
+                    encoder = copy.deepcopy(model).to(self.encode_dtype).eval()
+                for param in encoder.parameters():
+                    param.requires_grad_(False)
+                    param.grad = None
+                self._encoder = encoder
+            return self._encoder
 
 
 def _nbytes(layers: list[tuple[Any, Any]]) -> int:
@@ -153,6 +182,14 @@ def _layer(keys: Any, values: Any) -> Any:
 _STORES: dict[tuple[Any, ...], ContextStore] = {}
 _FINGERPRINTS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 DEFAULT_STORE_BYTES = 8 * 2**30
+_ENCODE_DTYPE: list[Any] = [None]
+
+
+def encode_contexts_in(dtype: Any) -> None:
+    """The dtype every context store made from now on in this process encodes in (None: each
+    model's own), so that an evaluation that runs before the training run's config has built its
+    store (a benchmark's untrained stage) encodes as the run will."""
+    _ENCODE_DTYPE[0] = dtype
 
 
 def base_fingerprint(model: Any) -> tuple[Any, ...]:
@@ -173,17 +210,19 @@ def base_fingerprint(model: Any) -> tuple[Any, ...]:
     return held
 
 
-def store_of(model: Any, max_bytes: int | None = None) -> ContextStore:
+def store_of(model: Any, max_bytes: int | None = None, encode_dtype: Any = None) -> ContextStore:
     """The process's context store for ``model``'s base model: an activated LoRA run never
     changes those weights, so its contexts are the same for the whole run (and for any
     evaluation in the process of a model on the same base). ``max_bytes`` sets its budget
-    (default ``DEFAULT_STORE_BYTES``)."""
+    (default ``DEFAULT_STORE_BYTES``), ``encode_dtype`` the dtype it encodes in (None: keep)."""
     key = base_fingerprint(model)
     store = _STORES.get(key)
     if store is None:
-        store = _STORES[key] = ContextStore(max_bytes or DEFAULT_STORE_BYTES)
+        store = _STORES[key] = ContextStore(max_bytes or DEFAULT_STORE_BYTES, _ENCODE_DTYPE[0])
     elif max_bytes is not None:
         store.max_bytes = max_bytes
+    if encode_dtype is not None:
+        store.encode_dtype = encode_dtype
     return store
 
 

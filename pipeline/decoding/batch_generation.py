@@ -39,6 +39,9 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> int:
     return n
 
 
+Finished = Callable[[list[int]], bool] | Sequence[Callable[[list[int]], bool]]
+"""When a reply is done: one check for every row, or one per row."""
+
 PREFILL_CHUNK = 256
 """Suffix tokens encoded per forward pass before decoding starts. An interactive turn's suffix is
 the whole conversation so far (thousands of tokens); encoded at once for 16 rows, its attention
@@ -112,7 +115,7 @@ def generate(
     batch_size: int = 16,
     choose: Callable[[Any], Any] = greedy_choice,
     keep_stop: bool = False,
-    finished: Callable[[list[int]], bool] | None = None,
+    finished: Finished | None = None,
     prefix: SharedPrefix | None = None,
     resume: Sequence[RowKV | None] | None = None,
     states: list[RowKV] | None = None,
@@ -131,7 +134,7 @@ def generate(
         choose: Next token from the last logits: ``greedy_choice`` or ``sampling_choice(...)``.
         keep_stop: Keep the stop token that ended a reply (a GRPO completion is trained to end).
         finished: ``finished(reply_so_far)`` ends a reply early (an evaluation stops at the
-            decision, whose replay ignores anything after it).
+            decision, whose replay ignores anything after it); or one such check per prompt.
         prefix: The shared prefix to decode after (``encode_prefix``; every prompt starts with
             it), instead of the prompts' longest common prefix encoded anew.
         resume: Per prompt, the keys and values its previous turn left (``pipeline.decoding.kv_rows``)
@@ -188,7 +191,9 @@ def generate(
                     pad_id,
                     choose,
                     keep_stop,
-                    finished,
+                    finished
+                    if finished is None or callable(finished)
+                    else [finished[i] for i in chosen],
                     [resume[i] for i in chosen] if resume is not None else None,
                     states is not None,
                     ban,
@@ -261,7 +266,7 @@ def _decode_batch(
     pad_id: int,
     choose: Callable[[Any], Any],
     keep_stop: bool,
-    finished: Callable[[list[int]], bool] | None,
+    finished: Finished | None,
     resume: Sequence[RowKV | None] | None = None,
     keep_states: bool = False,
     ban: Callable[[list[int]], list[int]] | None = None,
@@ -328,7 +333,8 @@ def _decode_batch(
             stopped = torch.isin(token, stops)
             for i in (~done & (~stopped | keep_stop)).nonzero().flatten().tolist():
                 out[rows[i]].append(int(token[i]))
-                if finished is not None and finished(out[rows[i]]):
+                check = finished if finished is None or callable(finished) else finished[rows[i]]
+                if check is not None and check(out[rows[i]]):
                     stopped[i] = True
             done |= stopped
             if bool(done.all()):

@@ -116,6 +116,8 @@ def _check_activated(cfg: TrainConfig) -> None:
     activate at, and a sampler that passes the activation on (not Unsloth's, not vLLM's)."""
     p, m = cfg.peft, cfg.model
     if not p.activated:
+        if p.context_dtype is not None:
+            raise ConfigError("peft.context_dtype sets how peft.activated stores contexts")
         return
     if not p.enabled:
         raise ConfigError("peft.activated is a LoRA adapter's setting: set peft.enabled=true")
@@ -126,6 +128,10 @@ def _check_activated(cfg: TrainConfig) -> None:
         )
     if p.context_store_gb <= 0:
         raise ConfigError("peft.context_store_gb must be > 0")
+    if p.context_dtype not in (None, "float32", "bfloat16", "float16"):
+        raise ConfigError(
+            f"peft.context_dtype {p.context_dtype!r}: use bfloat16, float16, float32 or null"
+        )
 
 
 def _check_decision_rate(cfg: TrainConfig) -> None:

@@ -288,7 +288,8 @@ def load_model_and_tokenizer(
         if peft_cfg.activated:
             from pipeline.decoding.activation import store_of
 
-            store_of(model, int(peft_cfg.context_store_gb * 2**30))
+            encode_dtype = _dtype(peft_cfg.context_dtype) if peft_cfg.context_dtype else None
+            store_of(model, int(peft_cfg.context_store_gb * 2**30), encode_dtype)
     return model, tokenizer
 
 
