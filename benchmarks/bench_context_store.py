@@ -73,6 +73,7 @@ def _fresh_store(model, dtype):
 def encoding(model, tok, prompts, contexts, tokens: int):
     import torch
 
+    from pipeline.decoding.activation import invocation_of, stored_rows
     from pipeline.decoding.batch_generation import generate
     from pipeline.decoding.trainer_sampling import branch_openings
 
@@ -81,7 +82,10 @@ def encoding(model, tok, prompts, contexts, tokens: int):
     for label, dtype in (("fp32 (the model)", None), ("bf16 copy", torch.bfloat16)):
         store = _fresh_store(model, dtype)
         seconds, _ = _timed(lambda store=store: [store.get(model, c) for c in contexts])
-        replies = generate(model, prompts, tokens, {-1}, tok.pad_token_id, batch_size=8)
+        prefix, kept = stored_rows(model, prompts, invocation_of(model))
+        replies = generate(
+            model, prompts, tokens, {-1}, tok.pad_token_id, 16, prefix=prefix, resume=kept
+        )
         results[label] = (seconds, replies)
     (fp_s, fp), (bf_s, bf) = results.values()
 

@@ -193,6 +193,40 @@ def test_a_bfloat16_store_encodes_in_a_frozen_copy_the_adapter_never_reaches() -
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
+def test_the_plain_lora_path_computes_the_activated_one_where_the_adapter_is_on() -> None:
+    """Over positions all past the activation start, PEFT's plain LoRA path gives the activated
+    path's logits and gradients; the activated variant is back afterwards, after an error too."""
+    from peft.tuners.lora.variants import ALoraLinearVariant
+
+    from pipeline.decoding.activation import all_active, plain_lora
+
+    model, tok = _activated(seed=6)
+    ids = torch.tensor([_prompt(tok, "A")[-6:]])
+    kwargs = {"alora_offsets": [6]}
+    assert all_active(kwargs, 6) and not all_active({"alora_offsets": [5]}, 6)
+    assert not all_active({}, 6)
+    lora = [p for n, p in model.named_parameters() if "lora_A" in n]
+
+    def run() -> tuple:
+        model.zero_grad(set_to_none=True)
+        logits = model(input_ids=ids, **kwargs).logits
+        logits.logsumexp(-1).sum().backward()
+        return logits.detach(), [p.grad.clone() for p in lora]
+
+    activated_logits, activated_grads = run()
+    with plain_lora(model):
+        plain_logits, plain_grads = run()
+        assert not any(getattr(m, "lora_variant", None) for m in model.modules())
+    assert torch.allclose(plain_logits, activated_logits, atol=1e-5)
+    pairs = zip(plain_grads, activated_grads, strict=True)
+    assert all(torch.allclose(a, b, atol=1e-6) and a.abs().sum() > 0 for a, b in pairs)
+    with pytest.raises(RuntimeError), plain_lora(model):
+        raise RuntimeError("a failed forward pass")
+    variants = [v for m in model.modules() for v in getattr(m, "lora_variant", {}).values()]
+    assert variants and all(isinstance(v, ALoraLinearVariant) for v in variants)
+    model.zero_grad(set_to_none=True)
+
+
 def _layers(model, context: list[int]) -> list:
     with torch.no_grad():
         out = model(input_ids=torch.tensor([context]), use_cache=True, alora_offsets=[0])

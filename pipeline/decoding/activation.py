@@ -22,7 +22,8 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 GENERATION_PROMPT_PROBE = [{"role": "user", "content": "x"}]
@@ -81,6 +82,46 @@ def adapter_kwargs(model: Any, positions: Any, starts: Sequence[int] | None) -> 
     if invocation_of(model) is None:
         return {}
     return {"alora_offsets": offsets_from(positions, starts)}
+
+
+def all_active(kwargs: dict[str, Any], width: int) -> bool:
+    """Whether a forward pass with these ``adapter_kwargs`` over ``width`` positions has the
+    adapter on at every position (decoding after the prompt, the loss over a reply)."""
+    offsets = kwargs.get("alora_offsets")
+    return offsets is not None and all(o is not None and o >= width for o in offsets)
+
+
+_VARIANTS: weakref.WeakKeyDictionary[Any, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def plain_lora(model: Any, when: bool = True) -> Iterator[None]:
+    """PEFT's plain LoRA path for the forward passes inside, if ``when``: only for passes whose
+    every position is at or after its row's activation start (``all_active``), where the
+    activated LoRA computes the same sums but adds a mask, a gather and a scatter in each of the
+    ~200 adapted modules (a tenth of an activated GRPO step's decoding on 2 cores). Not
+    thread-safe: the package runs one forward pass of a model at a time."""
+    from peft.tuners.lora.variants import ALoraLinearVariant
+
+    if not when:
+        yield
+        return
+    model = getattr(model, "module", model)
+    dicts = _VARIANTS.get(model)
+    if dicts is None:
+        dicts = [m.lora_variant for m in model.modules() if getattr(m, "lora_variant", None)]
+        _VARIANTS[model] = dicts
+    held = [
+        (variants, name, variants.pop(name))
+        for variants in dicts
+        for name, variant in list(variants.items())
+        if isinstance(variant, ALoraLinearVariant)
+    ]
+    try:
+        yield
+    finally:
+        for variants, name, variant in held:
+            variants[name] = variant
 
 
 def context_kwargs(model: Any, rows: int = 1) -> dict[str, Any]:

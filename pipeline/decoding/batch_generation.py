@@ -22,8 +22,10 @@ from typing import Any
 from pipeline.decoding.activation import (
     activation_start,
     adapter_kwargs,
+    all_active,
     context_kwargs,
     invocation_of,
+    plain_lora,
 )
 from pipeline.decoding.cascade_attention import GQA_ATTENTION, SHARED_PREFIX, register_gqa_attention
 from pipeline.decoding.kv_rows import RowKV, SharedPrefix, capture, place, preload
@@ -244,15 +246,17 @@ def _step(
     """One forward pass over new tokens: the last position's logits and the grown cache.
     ``starts``: each row's activation start (absolute) for an activated adapter; None: the
     tokens follow the prompts (decoding), the adapter on."""
-    result = model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=positions,
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-        **adapter_kwargs(model, positions, starts),
-    )
+    activation = adapter_kwargs(model, positions, starts)
+    with plain_lora(model, all_active(activation, ids.shape[1])):
+        result = model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+            **activation,
+        )
     return result.logits[:, -1], result.past_key_values
 
 

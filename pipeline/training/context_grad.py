@@ -41,7 +41,7 @@ def context_logits(
     every step: no gradient is lost), and the turn's opening tokens run with the adapter."""
     import torch
 
-    from pipeline.decoding.activation import activation_start, invocation_of, store_of
+    from pipeline.decoding.activation import activation_start, invocation_of, plain_lora, store_of
     from pipeline.decoding.batch_generation import encode_prefix
 
     device = completions.device
@@ -60,14 +60,15 @@ def context_logits(
     attention = torch.cat([torch.ones(g, n + h, dtype=mask.dtype, device=device), mask], dim=1)
     positions = torch.arange(n, n + h + c, device=device).expand(g, -1)
     active = {"alora_offsets": [h + c] * g} if invocation else {}
-    out = model(
-        input_ids=suffix,
-        attention_mask=attention,
-        position_ids=positions,
-        past_key_values=cache,
-        use_cache=True,
-        **active,
-    )
+    with plain_lora(model, bool(invocation)):  # the adapter is on at every position here
+        out = model(
+            input_ids=suffix,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            **active,
+        )
     return out.logits[:, h - 1 : -1, :]
 
 

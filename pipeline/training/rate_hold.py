@@ -39,7 +39,12 @@ def decision_log_odds(model: Any, prompt: Sequence[int], opening: Sequence[int],
     on from the prompt's assistant turn, the context read from the run's store; differentiable."""
     import torch
 
-    from pipeline.decoding.activation import activation_start, invocation_of, store_of
+    from pipeline.decoding.activation import (
+        activation_start,
+        invocation_of,
+        plain_lora,
+        store_of,
+    )
 
     invocation = invocation_of(model)
     if invocation is None:
@@ -47,14 +52,16 @@ def decision_log_odds(model: Any, prompt: Sequence[int], opening: Sequence[int],
     start = activation_start(prompt, invocation)
     context, tail = list(prompt[:start]), [*prompt[start:], *opening]
     device = next(model.parameters()).device
-    out = model(
-        input_ids=torch.tensor([tail], device=device),
-        position_ids=torch.arange(start, start + len(tail), device=device)[None],
-        past_key_values=store_of(model).get(model, context),
-        use_cache=True,
-        logits_to_keep=1,
-        alora_offsets=[len(tail)],
-    )
+    cache = store_of(model).get(model, context)
+    with plain_lora(model):  # the tail is the reply's: the adapter on at every position
+        out = model(
+            input_ids=torch.tensor([tail], device=device),
+            position_ids=torch.arange(start, start + len(tail), device=device)[None],
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+            alora_offsets=[len(tail)],
+        )
     logits = out.logits[0, -1].float()
     return logits[rate.first] - logits[rate.second]
 
