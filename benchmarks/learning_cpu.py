@@ -137,6 +137,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--horizon-episodes", type=int, default=30, help="Steps: receding-horizon eval episodes"
     )
+    parser.add_argument(
+        "--lockstep",
+        type=int,
+        default=32,
+        help="Steps: receding-horizon episodes decoded together (each holds its conversation's "
+        "keys and values: ~0.3 GB at 6k tokens)",
+    )
     parser.add_argument("--reply-tokens", type=int, default=96, help="Steps: tokens of a reply")
     parser.add_argument("--steps-sft", type=int, default=12, help="Steps: blind warm-start steps")
     parser.add_argument(

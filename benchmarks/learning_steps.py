@@ -124,7 +124,10 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
             logger.info("steps %s: evaluations reused from %s", stage, out)
             return
         cuts[stage] = evaluate_cuts(policy, rows, args.reply_tokens)
-        horizon[stage] = evaluate_horizon(policy, args.horizon_episodes, args.reply_tokens, 32)
+        lockstep = getattr(args, "lockstep", 32)
+        horizon[stage] = evaluate_horizon(
+            policy, args.horizon_episodes, args.reply_tokens, lockstep
+        )
         for kind, table in (("cuts", cuts), ("horizon", horizon)):
             (out / f"{kind}_{stage}.json").write_text(json.dumps(table[stage], default=str))
         c, h = cuts[stage]["summary"], horizon[stage]["summary"]

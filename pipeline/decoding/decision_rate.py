@@ -39,12 +39,14 @@ class DecisionRate:
     @classmethod
     def of(cls, tokenizer: Any, tools: Sequence[str], offset: float = 0.0) -> DecisionRate:
         """The parting point of two terminal tools' calls as ``tokenizer`` writes them."""
-        from pipeline.decoding.trainer_sampling import branch_openings
+        from pipeline.decoding.trainer_sampling import branch_openings, shared_opening
 
         if len(set(tools)) != 2:
             raise ValueError(f"a decision rate parts exactly two decisions, got {sorted(tools)}")
         first, second = branch_openings(tokenizer, tools)
-        k = next(i for i, (x, y) in enumerate(zip(first, second, strict=False)) if x != y)
+        k = shared_opening([first, second])
+        if k == min(len(first), len(second)):
+            raise ValueError(f"the calls of {sorted(tools)} do not part at a token")
         names = tuple(sorted(tools))
         return cls(list(first[:k]), first[k], second[k], offset, names)  # type: ignore[arg-type]
 

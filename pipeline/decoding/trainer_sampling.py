@@ -99,6 +99,16 @@ def branch_openings(tokenizer: Any, tools: Iterable[str]) -> list[list[int]]:
     return openings
 
 
+def shared_opening(openings: Sequence[Sequence[int]]) -> int:
+    """Number of leading tokens every opening shares (``<tool_call>{"name": "``): the next token
+    is where the decisions part."""
+    shortest = min(len(o) for o in openings)
+    for k in range(shortest):
+        if len({o[k] for o in openings}) > 1:
+            return k
+    return shortest
+
+
 def generate_by_prompt(
     model: Any,
     prompt_ids: list[list[int]],

@@ -65,6 +65,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from pipeline.decoding.trainer_sampling import shared_opening
+
 RIGHT, WRONG = 1.0, -1.0  # rewards.decision_reward of a right / wrong decision
 
 
@@ -186,7 +188,7 @@ def decision_token_advantages(
     """``[rows, tokens]`` advantages: a branch row's decision token (the first where the openings
     part) gets its decision share times the mean length of the branch rows, its other tokens the
     rest of its advantage; rows outside a branch keep their advantage on every token."""
-    common = _common_prefix(openings)
+    common = shared_opening(openings)
     out = (advantages - shares).unsqueeze(1).repeat(1, completion_mask.shape[1])
     rows = [row for row, branch in enumerate(branches) if branch is not None]
     if rows:
@@ -213,20 +215,11 @@ def decision_token_mask(
 ) -> Any:
     """``[rows, tokens]`` booleans: True at each branch row's decision token."""
     out = completion_mask.new_zeros(completion_mask.shape, dtype=bool)
-    common = _common_prefix(openings)
+    common = shared_opening(openings)
     for row, branch in enumerate(branches):
         if branch is not None:
             out[row, common] = True
     return out
-
-
-def _common_prefix(openings: Sequence[Sequence[int]]) -> int:
-    """Number of leading tokens every opening shares (``<tool_call>{"name": "``)."""
-    shortest = min(len(o) for o in openings)
-    for k in range(shortest):
-        if len({o[k] for o in openings}) > 1:
-            return k
-    return shortest
 
 
 def branch_credit_trainer(base: type, tokens: bool = False, likelihood: bool = False) -> type:

@@ -91,6 +91,7 @@ def rate_hold_trainer(base: type, rate_lr: float = 1.0) -> type:
     from pipeline.decoding.decision_rate import DecisionRate
     from pipeline.decoding.trainer_sampling import branch_openings
     from pipeline.training.branch_credit import branch_of
+    from pipeline.training.context_grad import groups_by_prompt
 
     class RateHoldGRPOTrainer(base):  # type: ignore[misc, valid-type]
         """GRPOTrainer whose decision rate is one learned offset, kept off the adapter."""
@@ -105,20 +106,15 @@ def rate_hold_trainer(base: type, rate_lr: float = 1.0) -> type:
         def _compute_loss(self, model, inputs):
             openings = branch_openings(self._tokenizer, self.decision_rate.tools)
             column = len(self.decision_rate.opening)
-            ids, mask = inputs["prompt_ids"], inputs["prompt_mask"]
+            groups = groups_by_prompt(inputs["prompt_ids"], inputs["prompt_mask"])
+            prompt_of = {row: prompt for prompt, mine in groups.items() for row in mine}
             rows, branches, prompts = [], [], []
             for row, completion in enumerate(inputs["completion_ids"].tolist()):
                 branch = branch_of(completion, openings)
                 if branch is not None:
                     rows.append(row)
                     branches.append(branch)
-                    prompts.append(
-                        tuple(
-                            t
-                            for t, m in zip(ids[row].tolist(), mask[row].tolist(), strict=True)
-                            if m
-                        )
-                    )
+                    prompts.append(prompt_of[row])
             if not rows or not torch.is_grad_enabled():  # evaluation: no step to hold
                 return super()._compute_loss(model, inputs)
             cases = list(dict.fromkeys(prompts))
