@@ -170,9 +170,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(benchmarks/learning_steps_extend.py; no training)",
     )
     parser.add_argument(
+        "--extend-horizon",
+        type=int,
+        default=0,
+        help="Steps: play the saved run's stages in N receding-horizon episodes (the first N "
+        "held-out seeds), replacing their horizon evaluations, then report (no training)",
+    )
+    parser.add_argument(
         "--extend-stages",
         default="always_file,reference,warm,grpo",
-        help="Steps: the stages --extend-cuts scores (untrained too if named)",
+        help="Steps: the stages --extend-cuts / --extend-horizon score (untrained too if named; "
+        "reference plays as the heuristic in episodes)",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--output-dir", type=Path, default=Path("outputs/learning_cpu"))
@@ -384,14 +392,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if args.extend_cuts:
-        from benchmarks.learning_steps_extend import extend_cuts
+    if args.extend_cuts or args.extend_horizon:
+        from benchmarks.learning_steps_extend import extend_cuts, extend_horizon
         from pipeline.training.model import smollm2_path
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         stages = tuple(s.strip() for s in args.extend_stages.split(",") if s.strip())
         out = args.output_dir / "steps"
-        extend_cuts(out, smollm2_path(), args.extend_cuts, args.reply_tokens, stages)
+        if args.extend_cuts:
+            extend_cuts(out, smollm2_path(), args.extend_cuts, args.reply_tokens, stages)
+        if args.extend_horizon:
+            extend_horizon(
+                out, smollm2_path(), args.extend_horizon, args.reply_tokens, stages, args.lockstep
+            )
         modes, args.report_only = ["steps"], True
     from benchmarks.learning_report import report
 

@@ -333,6 +333,13 @@ def extension_lines(run: dict[str, Any]) -> list[str]:
             f"{spent}; not in the run's time) for {', '.join(ext['stages'])}; a stage not named "
             "keeps its own count, and its comparisons are unpaired."
         )
+    for ext in run.get("extended_horizon", []):
+        spent = ", ".join(f"{stage} {sec:.0f} s" for stage, sec in ext["seconds"].items())
+        lines.append(
+            f"The receding-horizon episodes of {', '.join(ext['stages'])} were played after the "
+            f"run on the first {ext['episodes']} held-out seeds (`--extend-horizon "
+            f"{ext['episodes']}`, {ext['lockstep']} at a time: {spent}; not in the run's time)."
+        )
     return [*lines, ""] if lines else []
 
 

@@ -1,4 +1,5 @@
-"""More held-out decision cuts for a finished steps run (``learning_cpu.py --extend-cuts N``).
+"""More held-out decision cuts (``learning_cpu.py --extend-cuts N``) or receding-horizon episodes
+(``--extend-horizon N``) for a finished steps run.
 
 Issue 26 asks for >= 100 held-out decision cuts, but on 2 CPU cores one greedy reply to a
 3-6k-token cut costs ~16 s, so a learning run evaluates fewer inside its hour. This scores the
@@ -18,7 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning_steps import SCRIPTED, cut_rows, evaluate_cuts
+from benchmarks.learning_steps import (
+    HORIZON_SCRIPTED,
+    SCRIPTED,
+    cut_rows,
+    evaluate_cuts,
+    evaluate_horizon,
+)
 from pipeline.evaluation.cuts import scored_cuts
 
 logger = logging.getLogger("learning_cpu.steps")
@@ -26,9 +33,38 @@ logger = logging.getLogger("learning_cpu.steps")
 
 def stage_policy(stage: str, out: Path, base: Path) -> str:
     """The policy spec a saved stage is evaluated with."""
-    if stage in SCRIPTED:
+    if stage in SCRIPTED or stage in HORIZON_SCRIPTED:
         return stage
     return f"checkpoint:{base if stage == 'untrained' else out / stage}"
+
+
+def extend_horizon(
+    out: Path, base: Path, episodes: int, reply_tokens: int, stages: tuple[str, ...], lockstep: int
+) -> dict[str, Any]:
+    """Play ``stages`` of the steps run saved in ``out`` in ``episodes`` receding-horizon
+    episodes on the first held-out seeds (the run's own are the first of them, and greedy play
+    replays them as they were) and replace each stage's ``horizon_<stage>.json``; recorded in
+    ``run.json`` under ``extended_horizon``, apart from the run's own time."""
+    seconds: dict[str, float] = {}
+    for stage in ("heuristic" if s == "reference" else s for s in stages):
+        result = evaluate_horizon(stage_policy(stage, out, base), episodes, reply_tokens, lockstep)
+        seconds[stage] = result["summary"]["seconds"]
+        (out / f"horizon_{stage}.json").write_text(json.dumps(result, default=str))
+        logger.info(
+            "steps %s: %d receding-horizon episodes in %.0f s, grade %.3f, decided %.2f",
+            stage,
+            episodes,
+            seconds[stage],
+            result["summary"]["mean_grade"],
+            result["summary"]["decision_rate"],
+        )
+    run_path = out / "run.json"
+    run = json.loads(run_path.read_text())
+    run.setdefault("extended_horizon", []).append(
+        {"episodes": episodes, "stages": list(stages), "lockstep": lockstep, "seconds": seconds}
+    )
+    run_path.write_text(json.dumps(run, indent=1, default=str))
+    return run
 
 
 def extend_cuts(

@@ -311,3 +311,27 @@ def test_reuse_evals_keeps_a_stages_saved_evaluations_only_for_the_same_cuts(tmp
     assert saved_evaluation(tmp_path, "warm", 2) == (cuts, {"summary": {}, "episodes": []})
     assert saved_evaluation(tmp_path, "warm", 3) is None  # another cut count: evaluate again
     assert parse_args(["--reuse-evals"]).reuse_evals and not parse_args([]).reuse_evals
+
+
+def test_extended_horizon_replays_the_runs_episodes_and_the_report_says_so(tmp_path) -> None:
+    """``--extend-horizon N``: each named stage plays the first N held-out seeds (the run's own
+    episodes among them, replayed as they were), its horizon file replaced, the report told."""
+    import json
+
+    from benchmarks.learning_steps import extension_lines, scripted_horizon
+    from benchmarks.learning_steps_extend import extend_horizon
+
+    two = scripted_horizon(2, tmp_path)["always_file"]["episodes"]
+    (tmp_path / "run.json").write_text(json.dumps({"args": {"horizon_episodes": "2"}}))
+    run = extend_horizon(tmp_path, tmp_path, 3, 64, ("always_file", "reference"), 4)
+    saved = {
+        name: json.loads((tmp_path / f"horizon_{name}.json").read_text())
+        for name in ("always_file", "heuristic")
+    }
+    assert all(result["summary"]["episodes"] == 3 for result in saved.values())
+    key = lambda r: (r["seed"], r["grade"])  # noqa: E731
+    assert [key(r) for r in saved["always_file"]["episodes"][:2]] == [key(r) for r in two]
+    assert not (tmp_path / "horizon_reference.json").exists()
+    assert run["extended_horizon"][0]["episodes"] == 3
+    (line,) = [t for t in extension_lines(run) if t]
+    assert "--extend-horizon 3" in line and "first 3 held-out seeds" in line
