@@ -187,7 +187,7 @@ class ContextStore:
 
     def _encoder_for(self, model: Any) -> Any:
         """The model that encodes contexts: ``model``, or its frozen copy in ``encode_dtype`` (made
-        once: the store's contexts depend on the base weights only, which a LoRA run never
+        once per dtype, a later ``store_of(encode_dtype=...)`` included: the store's contexts depend on the base weights only, which a LoRA run never
         changes; the copy's adapter, stale after a step, is off on every context position)."""
         import copy
 
@@ -197,7 +197,8 @@ class ContextStore:
         if self.encode_dtype is None or next(model.parameters()).dtype == self.encode_dtype:
             return model
         with self._lock:
-            if self._encoder is None:
+            made = self._encoder
+            if made is None or next(made.parameters()).dtype != self.encode_dtype:
                 with torch.no_grad():
                     encoder = copy.deepcopy(model).to(self.encode_dtype).eval()
                 for param in encoder.parameters():
