@@ -107,6 +107,7 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
     """Evaluate untrained, warm-start, GRPO, evaluate each stage; baselines on the same seeds."""
     from benchmarks.results import machine
     from pipeline.training.config import load_config
+    from pipeline.training.memory import release_free_memory
     from pipeline.training.trainer import build_trainer, write_history
 
     out = args.output_dir / "steps"
@@ -130,6 +131,7 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
         )
         for kind, table in (("cuts", cuts), ("horizon", horizon)):
             (out / f"{kind}_{stage}.json").write_text(json.dumps(table[stage], default=str))
+        release_free_memory()  # the stage's conversations and model, before the next stage
         c, h = cuts[stage]["summary"], horizon[stage]["summary"]
         logger.info(
             "steps %s: cuts acc %.3f (decided %.2f) in %.0f s; episodes grade %.3f in %.0f s "
@@ -176,6 +178,7 @@ def run_steps(base: Path, args: Any) -> dict[str, Any]:
         }
     )
     (out / "warm" / WARM_RECORD).write_text(json.dumps(warm_start))
+    release_free_memory()
     evaluate_stage("warm", f"checkpoint:{out / 'warm'}")
     t0 = time.perf_counter()
     bundle.trainer.train()

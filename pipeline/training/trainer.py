@@ -28,6 +28,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from pipeline.training.config import TrainConfig
+from pipeline.training.memory import ReleaseMemoryCallback
 
 logger = logging.getLogger(__name__)
 
@@ -228,6 +229,8 @@ def build_trainer(
             micro = args.num_iterations * args.steps_per_generation
             reuse = max(1, math.ceil(micro / args.gradient_accumulation_steps))
         GRPOTrainer = context_grad_trainer(GRPOTrainer, reuse)  # noqa: N806 (TRL's class)
+    # A CPU run's heaps keep what each step frees: handed back before the next step's peak.
+    released = [ReleaseMemoryCallback()] if cfg.model.on_cpu else []
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
@@ -235,7 +238,7 @@ def build_trainer(
         train_dataset=train,
         eval_dataset=evaluation,
         processing_class=tokenizer,
-        callbacks=[interrupt, *(extra_callbacks or [])],
+        callbacks=[interrupt, *released, *(extra_callbacks or [])],
         **kwargs,
     )
     names = [getattr(f, "__name__", str(f)) for f in funcs]

@@ -299,7 +299,15 @@ def sft_warmup(
         from pipeline.training.context_grad import context_sft_trainer
 
         SFTTrainer = context_sft_trainer(SFTTrainer)  # noqa: N806 (TRL's class)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=examples, processing_class=tokenizer)
+    from pipeline.training.memory import ReleaseMemoryCallback
+
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=examples,
+        processing_class=tokenizer,
+        callbacks=[ReleaseMemoryCallback()] if cfg.model.on_cpu else None,
+    )
     result = trainer.train()
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
     logger.info("SFT warm start: %d steps, loss %s -> %s", steps, losses[:1], losses[-1:])
