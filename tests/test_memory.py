@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pipeline.training.memory import ReleaseMemoryCallback, release_free_memory
+from pipeline.training.memory import ReleaseMemoryCallback, release_free_memory, resident_share
 
 
 def _rss_kb() -> int:
@@ -30,6 +30,12 @@ def test_freed_small_blocks_are_handed_back_to_the_system() -> None:
     assert len(keep) == 64 * 1024
 
 
-def test_the_callback_releases_after_each_step() -> None:
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/statm")
+def test_the_callback_trims_only_above_its_share_of_memory() -> None:
+    share = resident_share()
+    assert share is not None and 0 < share < 1
     control = object()
-    assert ReleaseMemoryCallback().on_step_end(None, None, control) is control
+    above = ReleaseMemoryCallback(above=0.0)  # any process holds more than none
+    assert above.on_step_end(None, None, control) is control and above.releases == 1
+    below = ReleaseMemoryCallback(above=1.0)  # none holds more than all
+    assert below.on_step_end(None, None, control) is control and below.releases == 0
