@@ -115,11 +115,11 @@ def report(
         "the store, s (wall / CPU) | mean reply tokens |",
         "|---|---|---|---|",
     ]
-    for label, rows in times.items():
-        encoding, stored = split(rows)
+    parts = {label: split(rows) for label, rows in times.items()}
+    for label, (encoding, stored) in parts.items():
         mean = statistics.mean(lengths[label]) if lengths[label] else float("nan")
         lines.append(f"| {label} | {cell(encoding)} | {cell(stored)} | {mean:.0f} |")
-    (fp_enc, fp_st), (bf_enc, bf_st) = (split(rows) for rows in times.values())
+    (fp_enc, fp_st), (bf_enc, bf_st) = parts.values()
 
     def ratio(a: list[Any], b: list[Any]) -> float:
         return statistics.median(r[0] for r in a) / statistics.median(r[0] for r in b)

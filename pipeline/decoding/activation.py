@@ -187,8 +187,9 @@ class ContextStore:
 
     def _encoder_for(self, model: Any) -> Any:
         """The model that encodes contexts: ``model``, or its frozen copy in ``encode_dtype`` (made
-        once per dtype, a later ``store_of(encode_dtype=...)`` included: the store's contexts depend on the base weights only, which a LoRA run never
-        changes; the copy's adapter, stale after a step, is off on every context position)."""
+        once per dtype, a later ``store_of(encode_dtype=...)`` included: the store's contexts
+        depend on the base weights only, which a LoRA run never changes; the copy's adapter,
+        stale after a step, is off on every context position)."""
         import copy
 
         import torch
