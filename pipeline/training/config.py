@@ -102,6 +102,10 @@ class ModelSection:
     context_grad: bool = True
     """False: the GRPO loss takes each group's prompt as fixed context, encoded once without
     gradient (pipeline/training/context_grad.py); ~10x cheaper for long steps prompts on a CPU."""
+    release_memory_above: float = 0.6
+    """CPU backends: after each optimizer step, freed heap pages go back to the system while the
+    process holds more than this share of the memory it may use (pipeline/training/memory.py;
+    0 = after every step, 1 = never)."""
     context_reuse: str = "step"
     """With ``context_grad: false`` and ``training.num_iterations`` > 1: which optimizer steps
     read a prompt from the encoding its sampling made. ``step``: only the step that sampled it

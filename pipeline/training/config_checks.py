@@ -74,6 +74,8 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"fp16 mixed precision needs a GPU; backend {m.backend}: use bf16 or fp32"
         )
+    if not 0 <= m.release_memory_above <= 1:
+        raise ConfigError("model.release_memory_above is a share of memory: 0 to 1")
     if m.backend in ("bnb4bit", "unsloth") and not cfg.peft.enabled:
         raise ConfigError(
             f"model.backend={m.backend} trains 4-bit weights only through LoRA: peft.enabled=true"

@@ -7,8 +7,9 @@ it has freed: the 100-cut steps learning run reached 22.7 GB of this machine's 2
 ``malloc_trim`` brought it to 15.8 GB at once (benchmarks/RESULTS.md, learning_cpu notes, run 23).
 A trim is not free: the pages it returns are faulted in again by the next step that needs them,
 and a trim after every SFT step slowed the warm start (same notes). So ``ReleaseMemoryCallback``
-trims after an optimizer step only while the process holds more than ``RELEASE_ABOVE`` of the
-machine's memory; ``release_free_memory`` trims unconditionally (between a run's stages).
+trims after an optimizer step only while the process holds more than a share of the memory it
+may use (``model.release_memory_above``, default ``RELEASE_ABOVE``; the machine's, or its
+container's limit); ``release_free_memory`` trims unconditionally (between a run's stages).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import ctypes
 import ctypes.util
 import gc
 import os
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
 RELEASE_ABOVE = 0.6
-"""Share of the machine's memory a process may hold before a step's end trims its heaps."""
+"""Share of its memory a process may hold before a step's end trims its heaps (the default of
+``model.release_memory_above``)."""
 
 _LIBC: list[Any] = []
 
@@ -47,20 +50,44 @@ def release_free_memory() -> bool:
     return bool(libc.malloc_trim(0)) if libc is not None else False
 
 
+CGROUP_LIMITS = (
+    Path("/sys/fs/cgroup/memory.max"),  # cgroup v2
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),  # cgroup v1
+)
+
+
+def memory_limit_bytes() -> int | None:
+    """The memory this process may use: the machine's, or its container's limit where that is
+    smaller (a process killed at a cgroup's limit never reaches a share of the machine's)."""
+    try:
+        limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+    for path in CGROUP_LIMITS:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max" (v2) or a huge number (v1) when unlimited
+            limit = min(limit, int(text))
+    return limit
+
+
 def resident_share() -> float | None:
-    """This process's resident memory as a share of the machine's (None where ``/proc`` or
-    ``sysconf`` cannot say)."""
+    """This process's resident memory as a share of ``memory_limit_bytes`` (None where
+    ``/proc`` or ``sysconf`` cannot say)."""
+    limit = memory_limit_bytes()
     try:
         with open("/proc/self/statm") as statm:
             resident_pages = int(statm.read().split()[1])
-        return resident_pages / os.sysconf("SC_PHYS_PAGES")
     except (OSError, ValueError, IndexError):
         return None
+    return resident_pages * os.sysconf("SC_PAGE_SIZE") / limit if limit else None
 
 
 class ReleaseMemoryCallback(TrainerCallback):
     """``release_free_memory`` after an optimizer step while the process holds more than
-    ``above`` of the machine's memory (CPU runs)."""
+    ``above`` of the memory it may use (CPU runs)."""
 
     def __init__(self, above: float = RELEASE_ABOVE) -> None:
         self.above = above
@@ -72,3 +99,10 @@ class ReleaseMemoryCallback(TrainerCallback):
             release_free_memory()
             self.releases += 1
         return control
+
+
+def release_callbacks(model: Any) -> list[TrainerCallback]:
+    """The trainer callbacks for a run's ``model`` section: ``ReleaseMemoryCallback`` at its
+    ``release_memory_above`` on the CPU backends, none on a GPU (glibc's heaps hold the host
+    side only; CUDA memory has its own caching allocator)."""
+    return [ReleaseMemoryCallback(model.release_memory_above)] if model.on_cpu else []

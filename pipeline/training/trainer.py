@@ -28,7 +28,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from pipeline.training.config import TrainConfig
-from pipeline.training.memory import ReleaseMemoryCallback
+from pipeline.training.memory import release_callbacks
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ def build_trainer(
             reuse = max(1, math.ceil(micro / args.gradient_accumulation_steps))
         GRPOTrainer = context_grad_trainer(GRPOTrainer, reuse)  # noqa: N806 (TRL's class)
     # A CPU run's heaps keep what each step frees: handed back before the next step's peak.
-    released = [ReleaseMemoryCallback()] if cfg.model.on_cpu else []
+    released = release_callbacks(cfg.model)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,

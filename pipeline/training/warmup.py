@@ -241,6 +241,13 @@ def sft_run_name(grpo_args: Any) -> str:
     return f"{name}-sft-warmup-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def sft_batch_size(cfg: Any) -> int:
+    """Examples per SFT step: one conversation (interactive mode), else half the GRPO batch."""
+    if cfg.data.mode == "interactive":
+        return 1
+    return max(1, cfg.training.get("per_device_train_batch_size", 4) // 2)
+
+
 def sft_warmup(
     model: Any,
     tokenizer: Any,
@@ -249,9 +256,11 @@ def sft_warmup(
     cfg: Any,
     grpo_args: Any,
     steps_policy: str = "blind_decision",
+    callbacks: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``steps`` SFT steps on the heuristic's plans (plan mode), conversations (interactive
-    mode) or ``steps_policy``'s replies (steps mode); returns the SFT log summary.
+    mode) or ``steps_policy``'s replies (steps mode); returns the SFT log summary. ``callbacks``
+    join the trainer's own (a benchmark's recorders).
 
     Precision follows the GRPO run's (``grpo_args``): accelerate allows one setting per process."""
     from trl import SFTConfig, SFTTrainer
@@ -271,9 +280,7 @@ def sft_warmup(
     args = SFTConfig(
         output_dir=str(Path(cfg.output_dir) / "sft_warmup"),
         max_steps=steps,
-        per_device_train_batch_size=(
-            1 if interactive else max(1, t.get("per_device_train_batch_size", 4) // 2)
-        ),
+        per_device_train_batch_size=sft_batch_size(cfg),
         learning_rate=learning_rate,
         lr_scheduler_type="constant",
         logging_steps=1,
@@ -299,14 +306,14 @@ def sft_warmup(
         from pipeline.training.context_grad import context_sft_trainer
 
         SFTTrainer = context_sft_trainer(SFTTrainer)  # noqa: N806 (TRL's class)
-    from pipeline.training.memory import ReleaseMemoryCallback
+    from pipeline.training.memory import release_callbacks
 
     trainer = SFTTrainer(
         model=model,
         args=args,
         train_dataset=examples,
         processing_class=tokenizer,
-        callbacks=[ReleaseMemoryCallback()] if cfg.model.on_cpu else None,
+        callbacks=[*release_callbacks(cfg.model), *(callbacks or [])],
     )
     result = trainer.train()
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
