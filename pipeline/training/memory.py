@@ -6,9 +6,9 @@ conversations, the loss over a batch's replies), so the heaps fragment and the p
 it has freed: the 100-cut steps learning run reached 22.7 GB of this machine's 24, and
 ``malloc_trim`` brought it to 15.8 GB at once (benchmarks/RESULTS.md, learning_cpu notes, run 23).
 A trim is not free: the pages it returns are faulted in again by the next step that needs them,
-and a trim after every SFT step slowed the warm start (same notes). So ``ReleaseMemoryCallback``
-trims after an optimizer step only while the process holds more than a share of the memory it
-may use (``model.release_memory_above``, default ``RELEASE_ABOVE``; the machine's, or its
+and a trim after every SFT step made a step that reads stored contexts 1.33x as long
+(RESULTS.md, bench_memory_trim). So ``ReleaseMemoryCallback`` trims after an optimizer step only
+while the process holds more than a share of the memory it may use (``model.release_memory_above``, default ``RELEASE_ABOVE``; the machine's, or its
 container's limit); ``release_free_memory`` trims unconditionally (between a run's stages).
 """
 
