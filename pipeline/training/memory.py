@@ -8,8 +8,9 @@ it has freed: the 100-cut steps learning run reached 22.7 GB of this machine's 2
 A trim is not free: the pages it returns are faulted in again by the next step that needs them,
 and a trim after every SFT step made a step that reads stored contexts 1.33x as long
 (RESULTS.md, bench_memory_trim). So ``ReleaseMemoryCallback`` trims after an optimizer step only
-while the process holds more than a share of the memory it may use (``model.release_memory_above``, default ``RELEASE_ABOVE``; the machine's, or its
-container's limit); ``release_free_memory`` trims unconditionally (between a run's stages).
+while the process holds more than a share of the memory it may use (``model.release_memory_above``,
+default ``RELEASE_ABOVE``; the machine's memory, or its container's limit where smaller);
+``release_free_memory`` trims unconditionally (between a run's stages).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def memory_limit_bytes() -> int | None:
             text = path.read_text().strip()
         except OSError:
             continue
-        if text.isdigit():  # "max" (v2) or a huge number (v1) when unlimited
+        if text.isdigit():  # v2 says "max" when unlimited; v1's huge number loses to the machine
             limit = min(limit, int(text))
     return limit
 
