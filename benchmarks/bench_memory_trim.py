@@ -23,10 +23,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_train_cpu import StepTimer
 from benchmarks.results import machine, publish
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,35 +41,29 @@ def status_kb(field: str) -> int:
         return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
 
 
-def recorder() -> Any:
-    """A TrainerCallback recording each step's resident memory before and after the trim
-    callback (which runs at step end, before this one) and its wall and CPU seconds."""
-    from transformers import TrainerCallback
+class StepMemory(StepTimer):
+    """``StepTimer``'s wall and CPU seconds per step, with the resident memory before the trim
+    callback acts (``on_optimizer_step``) and after it (``on_step_end``: the trim callback is
+    listed, and so runs, before this one)."""
 
-    class StepMemory(TrainerCallback):
-        def __init__(self) -> None:
-            self.steps: list[dict[str, float]] = []
-            self._start = (0.0, 0.0)
-            self._before = 0
+    def __init__(self) -> None:
+        super().__init__()
+        self.resident: list[tuple[int, int]] = []  # kB before and after the trim, per step
+        self._before = 0
 
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self._start = (time.perf_counter(), time.process_time())
+    def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._before = status_kb("VmRSS")
 
-        def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self._before = status_kb("VmRSS")
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        super().on_step_end(args, state, control, **kwargs)
+        self.resident.append((self._before, status_kb("VmRSS")))
 
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            wall, cpu = self._start
-            self.steps.append(
-                {
-                    "wall": time.perf_counter() - wall,
-                    "cpu": time.process_time() - cpu,
-                    "rss_before_gb": self._before / 1e6,
-                    "rss_after_gb": status_kb("VmRSS") / 1e6,
-                }
-            )
-
-    return StepMemory()
+    def steps(self) -> list[dict[str, float]]:
+        """One record per step: seconds and resident GB."""
+        return [
+            {"wall": wall, "cpu": cpu, "rss_before_gb": before / 1e6, "rss_after_gb": after / 1e6}
+            for (wall, cpu), (before, after) in zip(self.times, self.resident, strict=True)
+        ]
 
 
 def child(above: float, args: argparse.Namespace) -> dict[str, Any]:
@@ -92,11 +86,11 @@ def child(above: float, args: argparse.Namespace) -> dict[str, Any]:
     train, _ = build_datasets(cfg)
     _, weights = build_reward_functions(cfg.rewards.weights or None)
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.peft, cfg.data.prompt_style)
-    memory = recorder()
+    memory = StepMemory()
     grpo_args = build_grpo_config(cfg, weights)
     sft_warmup(model, tokenizer, train, args.steps, cfg, grpo_args, callbacks=[memory])
     return {
-        "steps": memory.steps,
+        "steps": memory.steps(),
         "peak_gb": status_kb("VmHWM") / 1e6,
         "batch": sft_batch_size(cfg),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.bench_memory_trim import report
+from benchmarks.bench_memory_trim import StepMemory, report
 
 
 def _step(wall: float, before: float, after: float) -> dict[str, float]:
@@ -37,3 +37,16 @@ def test_the_report_gives_each_variants_memory_and_step_times() -> None:
     )
     assert "| no trim | 1 | 7.00 | 7.00 | 8.00 | 8.50 | 28.0 / 56.0 | 10.0 / 20.0 |" in text
     assert "1.50x the time without" in text
+
+
+def test_step_memory_records_each_steps_seconds_and_resident_memory() -> None:
+    memory = StepMemory()
+    for _ in range(2):
+        memory.on_step_begin(None, None, None)
+        memory.on_optimizer_step(None, None, None)
+        memory.on_step_end(None, None, None)
+    steps = memory.steps()
+    assert len(steps) == 2
+    for step in steps:
+        assert step["wall"] >= 0 and step["cpu"] >= 0
+        assert 0 < step["rss_before_gb"] < 1e3 and 0 < step["rss_after_gb"] < 1e3
